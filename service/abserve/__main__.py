@@ -1,0 +1,5 @@
+"""``python -m abserve``: the same CLI as the ``abserve`` console script."""
+
+from abserve.cli import app
+
+app()

@@ -1,0 +1,1 @@
+"""Processes abserve starts: vLLM servers, the tiny model builder, the run orchestrator."""

@@ -1,0 +1,107 @@
+"""The exchange record: what the router saw when one request went to every arm.
+
+This module is the contract between the router (which writes records), the store
+(which persists them) and the judgment (which reads them). It is pure data: no I/O.
+
+Times are seconds on the router's monotonic clock, relative to ``Exchange.t0``, the
+instant the request was fanned out; every arm is timestamped by the same code at the
+same point in its stream, so the arms are measured the same way. ``started_at`` is
+wall-clock (Unix seconds) for humans and for ordering runs.
+
+Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+ErrorClass = Literal[
+    "connect",  # could not connect / connection refused
+    "timeout_first_token",  # no first token within the first-token deadline
+    "timeout_idle",  # stream stalled longer than the idle deadline
+    "timeout_total",  # whole exchange exceeded its deadline
+    "http_status",  # upstream answered with a non-2xx status
+    "truncated",  # stream ended without its terminator (no [DONE] / incomplete body)
+    "bad_response",  # upstream answered with something that is not valid OpenAI JSON/SSE
+    "cancelled",  # client disconnected; upstream request cancelled
+]
+
+
+class TopLogprob(BaseModel):
+    """One candidate of the top-k at a position."""
+
+    token: str
+    logprob: float
+    token_id: int | None = None
+
+
+class PositionLogprobs(BaseModel):
+    """The chosen token at one output position and the top-k candidates there."""
+
+    token: str
+    logprob: float
+    token_id: int | None = None
+    top: list[TopLogprob] = Field(default_factory=list)
+
+
+class ArmOutcome(BaseModel):
+    """What one arm returned for one exchange."""
+
+    arm: str
+    status: int | None = None  # HTTP status; None when no response arrived
+    error_class: ErrorClass | None = None
+    error_detail: str | None = None  # short, never contains prompt text, keys or images
+    vllm_request_id: str | None = None
+    t_send: float = 0.0
+    t_first_byte: float | None = None
+    t_first_token: float | None = None
+    token_times: list[float] = Field(default_factory=list)  # arrival of each output token
+    t_end: float | None = None
+    text: str = ""
+    token_ids: list[int] = Field(default_factory=list)
+    logprobs: list[PositionLogprobs] = Field(default_factory=list)
+    prompt_logprobs: list[PositionLogprobs] | None = None  # only on sampled requests
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.status is not None and 200 <= self.status < 300
+
+
+class Exchange(BaseModel):
+    """One client request fanned out to every arm, and what each arm answered."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    request_id: str  # returned to the client in the ``x-abserve-request-id`` header
+    endpoint: Literal["chat/completions", "completions"]
+    stream: bool
+    fingerprint: str  # sha256 of the canonical request; image bytes hashed, never stored
+    prompt_text: str | None = None  # stored only when the router is configured to
+    image_hashes: list[str] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)  # from x-abserve-* request headers
+    started_at: float  # Unix seconds at fan-out
+    arms: dict[str, ArmOutcome]
+
+
+class RunInfo(BaseModel):
+    """A run: a sequence of exchanges judged together."""
+
+    run_id: str
+    status: Literal["running", "completed", "interrupted"] = "running"
+    started_at: float
+    ended_at: float | None = None
+    config: dict[str, object] = Field(default_factory=dict)  # router/experiment config, no secrets
+    provenance: dict[str, object] = Field(default_factory=dict)
+
+
+# Request headers the load generator sets and the router records as ``Exchange.tags``.
+TAG_HEADER_PREFIX = "x-abserve-"
+RUN_ID_HEADER = "x-abserve-run-id"
+REQUEST_ID_HEADER = "x-abserve-request-id"
