@@ -90,6 +90,31 @@ class Exchange(BaseModel):
     arms: dict[str, ArmOutcome]
 
 
+class LookupTelemetry(BaseModel):
+    """Counters the vLLM plugin kept in one arm's server (summed over its processes)."""
+
+    lookup_calls: int = 0  # calls of the window lookup under test
+    items_examined: int = 0  # multimodal items the lookup looked at (linear: visited; bisect: probes)
+    lookup_seconds: float = 0.0  # time spent inside the lookup
+    gather_calls: int = 0  # calls of the runner's gather step (one per engine step with mm work)
+    gather_seconds: float = 0.0  # time spent in the gather step
+    items_per_request: dict[str, int] = Field(default_factory=dict)  # histogram: "k" -> lookups
+
+
+class ArmProvenance(BaseModel):
+    """What one arm's server was and what it proved it ran (filled by the orchestrator)."""
+
+    expected_lookup: str | None = None  # "linear" | "bisect" | None (vLLM untouched)
+    proven_lookup: str | None = None  # the mode the worker process proved; None = unproven
+    proof_detail: str = ""  # why proven / unproven, human readable
+    patched_modules: list[str] = Field(default_factory=list)
+    vllm_version: str | None = None
+    server_args: list[str] = Field(default_factory=list)
+    url: str | None = None
+    placement: dict[str, object] = Field(default_factory=dict)  # cpus / gpu assigned
+    telemetry: LookupTelemetry = Field(default_factory=LookupTelemetry)
+
+
 class RunInfo(BaseModel):
     """A run: a sequence of exchanges judged together."""
 
@@ -98,7 +123,9 @@ class RunInfo(BaseModel):
     started_at: float
     ended_at: float | None = None
     config: dict[str, object] = Field(default_factory=dict)  # router/experiment config, no secrets
+    # Free-form provenance (versions, hashes, seeds, host); arms under ``arms``.
     provenance: dict[str, object] = Field(default_factory=dict)
+    arms: dict[str, ArmProvenance] = Field(default_factory=dict)
 
 
 # Request headers the load generator sets and the router records as ``Exchange.tags``.
