@@ -1,0 +1,142 @@
+"""Tables of the record store, and the engine that reaches them.
+
+Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``):
+
+- ``abserve_runs``: one row per run. Its config, provenance and arm provenance are JSON
+  documents; ``heartbeat_at``/``owner_*`` say which process is writing it and when it last
+  proved it was alive (see ``abserve.store.owner``).
+- ``abserve_exchanges``: one row per exchange. The bits a query filters or sorts on are
+  columns (run id, request id, start time, fingerprint, endpoint, record schema version,
+  tags as JSON). The per-arm outcomes are one JSON text per exchange, not a child table:
+  the judgment always reads an exchange with all its arms, an outcome is mostly arrays
+  (token ids, token times, top-k logprobs) that would stay JSON inside a child row anyway,
+  and one row per exchange keeps a batch insert one statement. The text is Python's JSON
+  (``allow_nan``): logprobs may be ``-inf`` and must come back exactly, which JSON/JSONB
+  columns would refuse.
+
+Engine: SQLite gets WAL (readers never block the writer thread and a killed writer never
+leaves a torn database), ``synchronous=NORMAL`` (in WAL mode a commit is in the WAL file
+before the call returns, so a SIGKILL loses nothing committed; only an OS crash or power
+cut can lose the last commits, never consistency, which is within the "last flush
+interval" promise), ``busy_timeout`` (concurrent readers/writers wait instead of failing)
+and foreign keys. PostgreSQL is used as it comes, through psycopg 3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Double,
+    Engine,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import make_url
+
+STORE_SCHEMA_VERSION = 1
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+metadata = MetaData()
+
+_Json = JSON().with_variant(JSONB(), "postgresql")
+
+meta_table = Table(
+    "abserve_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(256), nullable=False),
+)
+
+runs_table = Table(
+    "abserve_runs",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("ended_at", Double, nullable=True),
+    Column("config", Text, nullable=False),
+    Column("provenance", Text, nullable=False),
+    Column("arms", Text, nullable=False),
+    Column("heartbeat_at", Double, nullable=False),
+    Column("owner_host", String(255), nullable=False),
+    Column("owner_pid", Integer, nullable=False),
+    Column("owner_started", Double, nullable=True),  # process create time: guards PID reuse
+)
+
+exchanges_table = Table(
+    "abserve_exchanges",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "run_id",
+        String(128),
+        ForeignKey("abserve_runs.run_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("request_id", String(128), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("endpoint", String(32), nullable=False),
+    Column("stream", Boolean, nullable=False),
+    Column("fingerprint", String(128), nullable=False),
+    Column("prompt_text", Text, nullable=True),
+    Column("image_hashes", _Json, nullable=False),
+    Column("tags", _Json, nullable=False),
+    Column("arms", Text, nullable=False),  # {arm name: ArmOutcome} as Python JSON
+    UniqueConstraint("run_id", "request_id", name="uq_abserve_exchange_request"),
+    Index("ix_abserve_exchanges_run_started", "run_id", "started_at", "id"),
+    Index("ix_abserve_exchanges_fingerprint", "fingerprint"),
+)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def make_engine(database_url: str) -> Engine:
+    """An engine for ``database_url``: ``sqlite:///FILE`` or ``postgresql+psycopg://...``.
+
+    Any ``postgresql`` URL is driven by psycopg 3 (the driver abserve installs). In-memory
+    SQLite is refused: the writer thread and readers need one shared database.
+    """
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            raise ValueError(
+                "in-memory SQLite is not supported by the store; use sqlite:///path/to/file.db"
+            )
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if backend == "postgresql":
+        if url.drivername != "postgresql+psycopg":
+            url = url.set(drivername="postgresql+psycopg")
+        return create_engine(url, pool_pre_ping=True)
+    raise ValueError(
+        f"unsupported database_url scheme {url.drivername!r}: "
+        "use sqlite:///FILE or postgresql+psycopg://USER@HOST:PORT/DB"
+    )

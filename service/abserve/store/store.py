@@ -1,0 +1,313 @@
+"""The record store: runs and their exchanges, in SQLite (default) or PostgreSQL.
+
+``Store`` is the thin I/O shell around the tables of ``abserve.store.schema``: it turns
+``RunInfo``/``Exchange`` models into rows and back, exactly (floats, ``-inf`` logprobs and
+all). It is synchronous and thread-safe (SQLAlchemy's pool); the router never calls its
+writes on the request path but through ``BatchWriter``. Readers get a run's *effective*
+status: a run whose writer died is reported ``interrupted`` (``abserve.store.owner``).
+
+Two schema versions are checked: the store's table layout (``abserve_meta``) when opening,
+and each record's ``Exchange.schema_version`` when reading; newer than this code knows is
+refused with ``StoreSchemaError`` rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, RowMapping, func, insert, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
+
+from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
+from abserve.store.owner import Owner, RunStatus, effective_status
+from abserve.store.schema import (
+    STORE_SCHEMA_VERSION,
+    exchanges_table,
+    make_engine,
+    meta_table,
+    metadata,
+    runs_table,
+)
+
+DEFAULT_STALE_AFTER_S = 10.0
+_PAGE = 256
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors."""
+
+
+class StoreSchemaError(StoreError):
+    """The database or a record was written by a newer (or unknown) schema version."""
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """No run with that id."""
+
+
+class RunExistsError(StoreError, ValueError):
+    """A run with that id already exists."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def exchange_row(exchange: Exchange) -> dict[str, Any]:
+    """The ``abserve_exchanges`` row of one exchange."""
+    arms = {name: outcome.model_dump(mode="python") for name, outcome in exchange.arms.items()}
+    return {
+        "run_id": exchange.run_id,
+        "request_id": exchange.request_id,
+        "schema_version": exchange.schema_version,
+        "started_at": exchange.started_at,
+        "endpoint": exchange.endpoint,
+        "stream": exchange.stream,
+        "fingerprint": exchange.fingerprint,
+        "prompt_text": exchange.prompt_text,
+        "image_hashes": list(exchange.image_hashes),
+        "tags": dict(exchange.tags),
+        "arms": _dumps(arms),
+    }
+
+
+def exchange_from_row(row: RowMapping) -> Exchange:
+    """The exchange stored in one row; refuses rows of a newer record schema."""
+    version = int(row["schema_version"])
+    if version > SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"exchange {row['request_id']!r} has record schema version {version}; "
+            f"this abserve reads versions up to {SCHEMA_VERSION}"
+        )
+    arms = json.loads(row["arms"])
+    return Exchange(
+        schema_version=version,
+        run_id=row["run_id"],
+        request_id=row["request_id"],
+        endpoint=row["endpoint"],
+        stream=bool(row["stream"]),
+        fingerprint=row["fingerprint"],
+        prompt_text=row["prompt_text"],
+        image_hashes=list(row["image_hashes"]),
+        tags=dict(row["tags"]),
+        started_at=float(row["started_at"]),
+        arms={name: ArmOutcome.model_validate(value) for name, value in arms.items()},
+    )
+
+
+def _run_docs(run: RunInfo) -> dict[str, str]:
+    dumped = run.model_dump(mode="json", include={"config", "provenance", "arms"})
+    return {key: _dumps(dumped[key]) for key in ("config", "provenance", "arms")}
+
+
+class Store:
+    """Runs and exchanges in one database. Open with ``Store.open(database_url)``."""
+
+    def __init__(self, engine: Engine, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> None:
+        self.engine = engine
+        self.stale_after_s = stale_after_s
+        self._host = socket.gethostname()
+
+    @classmethod
+    def open(
+        cls, database_url: str, *, stale_after_s: float = DEFAULT_STALE_AFTER_S
+    ) -> Store:
+        """Connect, create the tables if absent, and check the store's schema version."""
+        if stale_after_s <= 0:
+            raise ValueError("stale_after_s must be positive")
+        engine = make_engine(database_url)
+        try:
+            _ensure_schema(engine)
+        except Exception:
+            engine.dispose()
+            raise
+        return cls(engine, stale_after_s=stale_after_s)
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- runs -----------------------------------------------------------------------
+
+    def create_run(self, run: RunInfo) -> None:
+        """Insert a run, owned by this process with a fresh heartbeat."""
+        owner = Owner.current()
+        row = {
+            "run_id": run.run_id,
+            "status": run.status,
+            "started_at": run.started_at,
+            "ended_at": run.ended_at,
+            **_run_docs(run),
+            "heartbeat_at": time.time(),
+            "owner_host": owner.host,
+            "owner_pid": owner.pid,
+            "owner_started": owner.started,
+        }
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(runs_table), row)
+        except IntegrityError as exc:
+            raise RunExistsError(f"run {run.run_id!r} already exists") from exc
+
+    def update_run(self, run: RunInfo) -> None:
+        """Replace a run's config, provenance and arm provenance (status is untouched)."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(runs_table).where(runs_table.c.run_id == run.run_id).values(_run_docs(run))
+            )
+            if result.rowcount == 0:
+                raise RunNotFoundError(run.run_id)
+
+    def finish_run(self, run_id: str, status: RunStatus) -> None:
+        """Mark a run ``completed`` or ``interrupted`` and stamp its end time."""
+        if status not in ("completed", "interrupted"):
+            raise ValueError(f"a run finishes as 'completed' or 'interrupted', not {status!r}")
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(runs_table)
+                .where(runs_table.c.run_id == run_id)
+                .values(status=status, ended_at=time.time())
+            )
+            if result.rowcount == 0:
+                raise RunNotFoundError(run_id)
+
+    def heartbeat(self, run_id: str, conn: Connection | None = None) -> None:
+        """Record that this process is alive and owns ``run_id``'s writes."""
+        owner = Owner.current()
+        stmt = (
+            update(runs_table)
+            .where(runs_table.c.run_id == run_id)
+            .values(
+                heartbeat_at=time.time(),
+                owner_host=owner.host,
+                owner_pid=owner.pid,
+                owner_started=owner.started,
+            )
+        )
+        if conn is not None:
+            conn.execute(stmt)
+            return
+        with self.engine.begin() as own:
+            own.execute(stmt)
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """The run with its effective status, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs_table).where(runs_table.c.run_id == run_id)).first()
+        return None if row is None else self._run_from_row(row._mapping)
+
+    def list_runs(self) -> list[RunInfo]:
+        """All runs, oldest first, with effective statuses."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs_table).order_by(runs_table.c.started_at, runs_table.c.run_id)
+            ).all()
+        return [self._run_from_row(row._mapping) for row in rows]
+
+    def _run_from_row(self, row: RowMapping) -> RunInfo:
+        owner = Owner(host=row["owner_host"], pid=row["owner_pid"], started=row["owner_started"])
+        status = effective_status(
+            row["status"],
+            owner,
+            heartbeat_at=row["heartbeat_at"],
+            now=time.time(),
+            stale_after_s=self.stale_after_s,
+            this_host=self._host,
+        )
+        return RunInfo(
+            run_id=row["run_id"],
+            status=status,
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            config=json.loads(row["config"]),
+            provenance=json.loads(row["provenance"]),
+            arms=json.loads(row["arms"]),
+        )
+
+    # -- exchanges ------------------------------------------------------------------
+
+    def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
+        """Insert exchanges in one transaction (all or none)."""
+        if not exchanges:
+            return
+        with self.engine.begin() as conn:
+            self.insert_exchanges(conn, exchanges)
+
+    def insert_exchanges(self, conn: Connection, exchanges: Sequence[Exchange]) -> None:
+        """Insert exchanges inside the caller's transaction."""
+        if exchanges:
+            conn.execute(insert(exchanges_table), [exchange_row(e) for e in exchanges])
+
+    def iter_exchanges(self, run_id: str) -> Iterator[Exchange]:
+        """A run's exchanges ordered by ``started_at``, read page by page.
+
+        Raises ``StoreSchemaError`` before yielding anything if any record of the run has a
+        newer record schema than this code.
+        """
+        newest = self._newest_record_version(run_id)
+        if newest is not None and newest > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"run {run_id!r} holds records of schema version {newest}; "
+                f"this abserve reads versions up to {SCHEMA_VERSION}"
+            )
+        cols = exchanges_table.c
+        after: tuple[float, int] | None = None
+        while True:
+            stmt = select(exchanges_table).where(cols.run_id == run_id)
+            if after is not None:
+                stmt = stmt.where(tuple_(cols.started_at, cols.id) > after)
+            stmt = stmt.order_by(cols.started_at, cols.id).limit(_PAGE)
+            with self.engine.connect() as conn:
+                rows = [row._mapping for row in conn.execute(stmt)]
+            for row in rows:
+                yield exchange_from_row(row)
+            if len(rows) < _PAGE:
+                return
+            after = (rows[-1]["started_at"], rows[-1]["id"])
+
+    def count_exchanges(self, run_id: str) -> int:
+        with self.engine.connect() as conn:
+            count = conn.execute(
+                select(func.count())
+                .select_from(exchanges_table)
+                .where(exchanges_table.c.run_id == run_id)
+            ).scalar_one()
+        return int(count)
+
+    def _newest_record_version(self, run_id: str) -> int | None:
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                select(func.max(exchanges_table.c.schema_version)).where(
+                    exchanges_table.c.run_id == run_id
+                )
+            ).scalar()
+        return None if value is None else int(value)
+
+
+def _ensure_schema(engine: Engine) -> None:
+    metadata.create_all(engine, checkfirst=True)
+    with engine.begin() as conn:
+        stored = _read_meta(conn)
+        version = stored.get("schema_version")
+        if version is None:
+            conn.execute(
+                insert(meta_table), {"key": "schema_version", "value": str(STORE_SCHEMA_VERSION)}
+            )
+            return
+    if not version.isdigit() or int(version) != STORE_SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"the store has schema version {version!r}; this abserve uses "
+            f"{STORE_SCHEMA_VERSION} (no migration exists between them)"
+        )
+
+
+def _read_meta(conn: Connection) -> Mapping[str, str]:
+    return {row.key: row.value for row in conn.execute(select(meta_table))}
