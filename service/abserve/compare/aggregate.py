@@ -1,0 +1,81 @@
+"""Roll per-exchange equality results up into one ``EqualityLine`` per arm pair.
+
+Counts per class overall, by items-per-request bucket and by traffic profile, where the first
+differences and first drifts fall in the output, the distribution of logprob drift among
+exchanges with identical tokens, and the first mismatching exchanges as examples. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from abserve.compare.equality import CLASSES, PairResult
+from abserve.compare.model import ClassCounts, EqualityLine
+from abserve.compare.policy import Policy, bucket_label
+from abserve.compare.stats import clopper_pearson, quantiles
+
+MAX_EXAMPLES = 25
+DRIFT_QUANTILES = tuple(i / 10 for i in range(11))
+
+
+def _count(results: list[PairResult], mismatch: frozenset[str]) -> ClassCounts:
+    counter: Counter[str] = Counter(r.cls for r in results)
+    return ClassCounts(
+        total=len(results),
+        counts={c: counter.get(c, 0) for c in CLASSES},
+        mismatches=sum(counter.get(c, 0) for c in mismatch),
+    )
+
+
+def _grouped(
+    results: list[PairResult], key: str, policy: Policy, mismatch: frozenset[str]
+) -> dict[str, ClassCounts]:
+    groups: dict[str, list[PairResult]] = {}
+    for r in results:
+        label = (
+            bucket_label(r.items, policy.items_buckets)
+            if key == "items"
+            else (r.profile or "untagged")
+        )
+        groups.setdefault(label, []).append(r)
+    return {label: _count(rs, mismatch) for label, rs in sorted(groups.items(), key=_order)}
+
+
+def _order(item: tuple[str, object]) -> tuple[float, str]:
+    head = item[0].split("-")[0].rstrip("+").lstrip("<")
+    return (float(head) if head.isdigit() else math.inf, item[0])
+
+
+def _histogram(positions: list[int | None]) -> dict[str, int]:
+    counter = Counter(p for p in positions if p is not None)
+    return {str(p): counter[p] for p in sorted(counter)}
+
+
+def equality_line(results: list[PairResult], left: str, right: str, policy: Policy) -> EqualityLine:
+    """Aggregate one arm pair's results under the policy's mismatch classes."""
+    mismatch = frozenset(policy.equality.mismatch_classes)
+    comparable = [r for r in results if r.cls != "incomparable"]
+    k = sum(r.cls in mismatch for r in comparable)
+    ci = clopper_pearson(k, len(comparable), policy.confidence)
+    same_tokens = [r.max_logprob_delta for r in comparable if r.cls in ("identical", "drift")]
+    return EqualityLine(
+        left=left,
+        right=right,
+        summary=_count(results, mismatch),
+        comparable=len(comparable),
+        rate=None if not comparable else ci.estimate,
+        low=ci.low,
+        high=ci.high,
+        status_mismatches=sum(r.status_mismatch for r in results),
+        finish_mismatches=sum(r.finish_mismatch for r in results),
+        usage_mismatches=sum(r.usage_mismatch for r in results),
+        left_problems=dict(Counter(r.left_problem for r in results if r.left_problem)),
+        right_problems=dict(Counter(r.right_problem for r in results if r.right_problem)),
+        by_position=_histogram([r.position for r in comparable]),
+        drift_by_position=_histogram([r.drift_position for r in comparable if r.cls == "drift"]),
+        by_items=_grouped(results, "items", policy, mismatch),
+        by_profile=_grouped(results, "profile", policy, mismatch),
+        drift_quantiles=quantiles(same_tokens, DRIFT_QUANTILES) if same_tokens else [],
+        examples=[r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES],
+    )

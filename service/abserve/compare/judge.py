@@ -1,0 +1,295 @@
+"""``judge(run, exchanges, policy) -> Judgment``: the whole judgment of one run, pure.
+
+Order of work: drop warm-up exchanges; check the run can be trusted at all; grade equality for
+baseline/candidate and baseline/floor; measure per-request latency on every arm; judge each
+latency rule on the paired differences; break the shifts down by profile and items bucket and
+fit their trend over items; summarise each arm; combine everything into one verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from abserve.compare.aggregate import equality_line
+from abserve.compare.equality import PairResult, compare_pair, problem_of
+from abserve.compare.latency import (
+    METRICS,
+    RequestLatency,
+    items_of,
+    paired_sample,
+    request_latency,
+    throughput,
+)
+from abserve.compare.model import (
+    PERCENTILES,
+    ArmSummary,
+    BreakdownRow,
+    EqualityLine,
+    Judgment,
+    MetricLine,
+    TrendLine,
+)
+from abserve.compare.policy import MetricRule, Policy, bucket_label
+from abserve.compare.stats import (
+    bootstrap_quantile_diff,
+    hodges_lehmann,
+    quantiles,
+    theil_sen_trend,
+)
+from abserve.compare.verdict import (
+    equality_verdict,
+    invalid_reasons,
+    latency_outcome,
+    overall,
+    threshold_for,
+    too_few,
+)
+from abserve.records import Exchange, RunInfo
+
+Latencies = dict[str, dict[str, RequestLatency | None]]
+
+
+def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exchange], int]:
+    """Exchanges in start order minus the warm-up ones, and how many were dropped."""
+    ordered = sorted(exchanges, key=lambda ex: (ex.started_at, ex.request_id))
+    if not ordered:
+        return [], 0
+    cutoff = ordered[0].started_at + policy.warmup_seconds
+    kept = [
+        ex
+        for i, ex in enumerate(ordered)
+        if i >= policy.warmup_requests and ex.started_at >= cutoff
+    ]
+    return kept, len(ordered) - len(kept)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _pair_results(
+    exchanges: list[Exchange], left: str, right: str, policy: Policy
+) -> list[PairResult]:
+    out = []
+    for ex in exchanges:
+        r = compare_pair(
+            ex.request_id,
+            left,
+            right,
+            ex.arms.get(left),
+            ex.arms.get(right),
+            drift_tolerance=policy.equality.drift_tolerance,
+        )
+        r.profile, r.items = ex.tags.get("profile", "untagged"), items_of(ex)
+        out.append(r)
+    return out
+
+
+def metric_line(
+    rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy
+) -> MetricLine:
+    """Judge one latency rule on the paired per-request values."""
+    roles = policy.arms
+    sample = paired_sample(exchanges, lat, rule.metric, roles.baseline, roles.candidate)
+    n = len(sample.diffs)
+    if n < policy.min_samples:
+        return too_few(rule, n, policy)
+    if rule.statistic == "hl":
+        iv = hodges_lehmann(sample.diffs, policy.confidence)
+        base_v, cand_v = float(np.median(sample.baseline)), float(np.median(sample.candidate))
+    else:
+        q = int(rule.statistic[1:]) / 100
+        iv = bootstrap_quantile_diff(
+            sample.baseline,
+            sample.candidate,
+            q,
+            confidence=policy.confidence,
+            resamples=policy.bootstrap_resamples,
+            seed=policy.seed,
+        )
+        base_v, cand_v = (
+            float(np.quantile(sample.baseline, q)),
+            float(np.quantile(sample.candidate, q)),
+        )
+    threshold = threshold_for(rule, base_v)
+    outcome, reason = latency_outcome(rule, iv.estimate, iv.low, iv.high, threshold)
+    return MetricLine(
+        name=rule.name,
+        metric=rule.metric,
+        statistic=rule.statistic,
+        direction=rule.direction,
+        critical=rule.critical,
+        n=n,
+        baseline_value=base_v,
+        candidate_value=cand_v,
+        estimate=iv.estimate,
+        relative=iv.estimate / base_v if base_v else None,
+        low=_finite(iv.low),
+        high=_finite(iv.high),
+        confidence=policy.confidence,
+        threshold=threshold,
+        outcome=outcome,
+        reason=reason,
+    )
+
+
+def breakdowns(
+    exchanges: list[Exchange], lat: Latencies, policy: Policy
+) -> tuple[list[BreakdownRow], list[TrendLine]]:
+    """Hodges–Lehmann shifts per profile and items bucket, and the trend over items."""
+    rows: list[BreakdownRow] = []
+    trends: list[TrendLine] = []
+    for metric in dict.fromkeys(r.metric for r in policy.metrics):
+        s = paired_sample(exchanges, lat, metric, policy.arms.baseline, policy.arms.candidate)
+        diffs = s.diffs
+        for dim in ("profile", "items"):
+            groups: dict[str, list[float]] = {}
+            for d, prof, items in zip(diffs, s.profiles, s.items, strict=True):
+                key = prof if dim == "profile" else bucket_label(items, policy.items_buckets)
+                groups.setdefault(key, []).append(d)
+            for key, values in groups.items():
+                iv = hodges_lehmann(values, policy.confidence)
+                rows.append(
+                    BreakdownRow(
+                        dimension=dim,
+                        group=key,
+                        metric=metric,
+                        n=iv.n,
+                        estimate=iv.estimate,
+                        low=_finite(iv.low),
+                        high=_finite(iv.high),
+                    )
+                )
+        known = [(i, d) for i, d in zip(s.items, diffs, strict=True) if i is not None]
+        trend = theil_sen_trend([i for i, _ in known], [d for _, d in known], policy.confidence)
+        if trend is not None:
+            trends.append(
+                TrendLine(
+                    metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n
+                )
+            )
+    return rows, trends
+
+
+def _role(name: str, policy: Policy) -> str:
+    roles = {policy.arms.baseline: "baseline", policy.arms.candidate: "candidate"}
+    if policy.arms.floor:
+        roles[policy.arms.floor] = "floor"
+    return roles.get(name, "other")
+
+
+def arm_summary(
+    name: str, run: RunInfo, exchanges: list[Exchange], lat: Latencies, policy: Policy
+) -> ArmSummary:
+    """One arm's provenance, errors, throughput and latency percentiles."""
+    prov = run.arms.get(name)
+    outcomes = [ex.arms[name] for ex in exchanges if name in ex.arms]
+    problems = Counter(p for p in (problem_of(o) for o in outcomes) if p is not None)
+    tp = throughput(exchanges, name)
+    dists: dict[str, list[float]] = {}
+    for metric in METRICS:
+        values = [
+            v
+            for ex in exchanges
+            if (rl := lat[ex.request_id].get(name)) and (v := rl.get(metric)) is not None
+        ]
+        if values:
+            dists[metric] = quantiles(values, PERCENTILES)
+    summary = ArmSummary(
+        name=name,
+        role=_role(name, policy),
+        requests=len(outcomes),
+        errors=dict(problems),
+        error_rate=sum(problems.values()) / len(outcomes) if outcomes else 0.0,
+        truncated=sum(o.truncated for o in outcomes),
+        requests_per_s=tp.requests_per_s,
+        tokens_per_s=tp.tokens_per_s,
+        distributions=dists,
+    )
+    if prov is not None:
+        summary = summary.model_copy(
+            update={
+                "expected_lookup": prov.expected_lookup,
+                "proven_lookup": prov.proven_lookup,
+                "proof_detail": prov.proof_detail,
+                "patched_modules": prov.patched_modules,
+                "vllm_version": prov.vllm_version,
+                "server_args": prov.server_args,
+                "telemetry": prov.telemetry,
+            }
+        )
+    return summary
+
+
+def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
+    out: dict[str, object] = dict(run.provenance)
+    out["policy_name"], out["policy_sha256"] = policy.name, policy.digest()
+    out["run_started_at"], out["run_ended_at"] = run.started_at, run.ended_at
+    out["arms"] = {
+        name: {
+            "vllm_version": p.vllm_version,
+            "server_args": p.server_args,
+            "url": p.url,
+            "placement": p.placement,
+            "expected_lookup": p.expected_lookup,
+            "proven_lookup": p.proven_lookup,
+            "patched_modules": p.patched_modules,
+        }
+        for name, p in run.arms.items()
+    }
+    return out
+
+
+def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgment:
+    """Judge one run's exchanges under ``policy``; never raises on bad data, reports it."""
+    all_ex = list(exchanges)
+    judged, warm = drop_warmup(all_ex, policy)
+    roles = policy.arms
+    arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
+    floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
+    lat: Latencies = {
+        ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged
+    }
+    summaries = {a: arm_summary(a, run, judged, lat, policy) for a in arm_names}
+    errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
+    invalid = invalid_reasons(run, judged, policy, errors)
+    pairs: list[EqualityLine] = [
+        equality_line(
+            _pair_results(judged, roles.baseline, other, policy), roles.baseline, other, policy
+        )
+        for other in (roles.candidate, floor)
+        if other
+    ]
+    main = pairs[0]
+    floor_counts = (pairs[1].summary.mismatches, pairs[1].comparable) if floor else None
+    eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
+    lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
+    rows, trends = breakdowns(judged, lat, policy)
+    gates = [("equality", eq.critical, eq.outcome, eq.reason)]
+    gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
+    verdict, code, reasons = overall(invalid, gates)
+    return Judgment(
+        run_id=run.run_id,
+        run_status=run.status,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        verdict=verdict,
+        exit_code=code,
+        reasons=reasons,
+        invalid_reasons=invalid,
+        exchanges_total=len(all_ex),
+        exchanges_warmup=warm,
+        exchanges_judged=len(judged),
+        arms=summaries,
+        equality=pairs,
+        equality_verdict=eq,
+        metrics=lines,
+        breakdowns=rows,
+        trends=trends,
+        provenance=_provenance(run, policy),
+        policy=policy.model_dump(mode="json"),
+    )

@@ -1,0 +1,146 @@
+"""Per-request latency metrics of one arm, read from the router's timestamps, and throughput.
+
+Definitions follow ``vllm bench serve`` (all in seconds, relative to the arm's ``t_send``):
+
+- ``ttft``: time to the first output token;
+- ``tpot``: time per output token after the first, ``(e2e - ttft) / (output_tokens - 1)``;
+- ``itl``: inter-token latency; per request the median gap between consecutive tokens
+  (all gaps are also returned for pooled distributions);
+- ``e2e``: end-to-end latency, to the end of the stream.
+
+A metric is None when the arm did not produce what it needs (error, no tokens, one token for
+tpot/itl), so a failed request never enters a latency statistic. Pure functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from abserve.records import ArmOutcome, Exchange
+
+METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
+
+
+@dataclass(frozen=True)
+class RequestLatency:
+    """The latency metrics of one arm for one exchange (None = not measurable)."""
+
+    ttft: float | None
+    tpot: float | None
+    itl: float | None
+    e2e: float | None
+    output_tokens: int
+    gaps: tuple[float, ...] = field(default=())
+
+    def get(self, metric: str) -> float | None:
+        value: float | None = getattr(self, metric)
+        return value
+
+
+def output_tokens(outcome: ArmOutcome) -> int:
+    """Output token count: usage when reported, else the tokens the router saw."""
+    if outcome.usage and "completion_tokens" in outcome.usage:
+        return int(outcome.usage["completion_tokens"])
+    return max(len(outcome.token_ids), len(outcome.token_times))
+
+
+def request_latency(outcome: ArmOutcome) -> RequestLatency | None:
+    """Latency metrics of one arm's answer, or None when the arm failed or sent no token."""
+    if not outcome.ok or outcome.truncated or outcome.t_first_token is None:
+        return None
+    n = output_tokens(outcome)
+    ttft = outcome.t_first_token - outcome.t_send
+    e2e = None if outcome.t_end is None else outcome.t_end - outcome.t_send
+    tpot = None if e2e is None or n < 2 else (e2e - ttft) / (n - 1)
+    gaps = (
+        tuple(float(g) for g in np.diff(outcome.token_times))
+        if len(outcome.token_times) > 1
+        else ()
+    )
+    itl = float(np.median(gaps)) if gaps else None
+    return RequestLatency(ttft=ttft, tpot=tpot, itl=itl, e2e=e2e, output_tokens=n, gaps=gaps)
+
+
+@dataclass(frozen=True)
+class PairedSample:
+    """Aligned per-request values of one metric on a baseline and a candidate arm."""
+
+    metric: str
+    baseline: list[float]
+    candidate: list[float]
+    request_ids: list[str]
+    profiles: list[str]
+    items: list[int | None]
+
+    @property
+    def diffs(self) -> list[float]:
+        return [c - b for b, c in zip(self.baseline, self.candidate, strict=True)]
+
+
+def paired_sample(
+    exchanges: list[Exchange],
+    latencies: dict[str, dict[str, RequestLatency | None]],
+    metric: str,
+    baseline: str,
+    candidate: str,
+) -> PairedSample:
+    """Requests where both arms measured ``metric``, aligned; ``latencies[request_id][arm]``."""
+    out = PairedSample(metric, [], [], [], [], [])
+    for ex in exchanges:
+        per_arm = latencies.get(ex.request_id, {})
+        lb, lc = per_arm.get(baseline), per_arm.get(candidate)
+        vb = lb.get(metric) if lb else None
+        vc = lc.get(metric) if lc else None
+        if vb is None or vc is None:
+            continue
+        out.baseline.append(vb)
+        out.candidate.append(vc)
+        out.request_ids.append(ex.request_id)
+        out.profiles.append(ex.tags.get("profile", "untagged"))
+        out.items.append(items_of(ex))
+    return out
+
+
+def items_of(exchange: Exchange) -> int | None:
+    """Images (items) in the request, from the load generator's ``items`` tag."""
+    raw = exchange.tags.get("items")
+    if raw is None:
+        return len(exchange.image_hashes) or None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Work one arm completed over the span of its requests (wall clock)."""
+
+    requests: int
+    output_tokens: int
+    seconds: float
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def throughput(exchanges: list[Exchange], arm: str) -> Throughput:
+    """Successful requests and output tokens of ``arm`` per second from first send to last end."""
+    starts, ends, tokens, count = [], [], 0, 0
+    for ex in exchanges:
+        outcome = ex.arms.get(arm)
+        if outcome is None or not outcome.ok or outcome.t_end is None:
+            continue
+        starts.append(ex.started_at + outcome.t_send)
+        ends.append(ex.started_at + outcome.t_end)
+        tokens += output_tokens(outcome)
+        count += 1
+    span = (max(ends) - min(starts)) if count else 0.0
+    return Throughput(requests=count, output_tokens=tokens, seconds=span)

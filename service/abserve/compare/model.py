@@ -1,0 +1,162 @@
+"""The judgment of a run: the content of ``report.json`` (versioned by ``schema_version``).
+
+Readers must refuse a ``schema_version`` newer than theirs. Every number a reviewer sees in the
+HTML or Markdown report comes from here, so the JSON alone reproduces the sign-off.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from abserve.compare.equality import PairResult
+from abserve.records import LookupTelemetry
+
+JUDGMENT_SCHEMA_VERSION = 1
+
+Outcome = Literal["pass", "marginal", "fail", "inconclusive", "invalid"]
+EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive": 2, "invalid": 3}
+PERCENTILES: tuple[float, ...] = tuple(i / 100 for i in range(101))
+
+
+class MetricLine(BaseModel):
+    """One latency gate: measured value, interval, threshold, outcome and the reason."""
+
+    name: str  # "tpot.hl"
+    metric: str
+    statistic: str
+    direction: str
+    critical: bool
+    n: int
+    baseline_value: float | None = None  # the statistic on the baseline arm (seconds)
+    candidate_value: float | None = None
+    estimate: float | None = None  # candidate - baseline (seconds)
+    relative: float | None = None  # estimate / baseline_value
+    low: float | None = None
+    high: float | None = None
+    confidence: float
+    threshold: float | None = None  # allowed change in the bad direction (seconds)
+    outcome: Outcome
+    reason: str
+
+
+class ClassCounts(BaseModel):
+    """Equality classes counted over a group of exchanges."""
+
+    total: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    mismatches: int = 0
+
+
+class EqualityLine(BaseModel):
+    """Graded equality of one arm pair over the judged exchanges."""
+
+    left: str
+    right: str
+    summary: ClassCounts
+    comparable: int
+    rate: float | None = None  # mismatches / comparable
+    low: float | None = None  # Clopper-Pearson interval of the rate
+    high: float | None = None
+    status_mismatches: int = 0
+    finish_mismatches: int = 0
+    usage_mismatches: int = 0
+    left_problems: dict[str, int] = Field(default_factory=dict)
+    right_problems: dict[str, int] = Field(default_factory=dict)
+    by_position: dict[str, int] = Field(default_factory=dict)  # first differing position -> count
+    drift_by_position: dict[str, int] = Field(default_factory=dict)
+    by_items: dict[str, ClassCounts] = Field(default_factory=dict)
+    by_profile: dict[str, ClassCounts] = Field(default_factory=dict)
+    drift_quantiles: list[float] = Field(default_factory=list)  # max |dlogprob|, p0..p100 by 10
+    examples: list[PairResult] = Field(default_factory=list)  # first mismatches, in order
+
+
+class EqualityVerdict(BaseModel):
+    """The candidate's mismatch rate judged against the A/A' noise floor."""
+
+    floor_measured: bool
+    floor_arm: str | None = None
+    candidate_rate: float | None = None
+    candidate_low: float | None = None
+    candidate_high: float | None = None
+    floor_rate: float | None = None
+    floor_low: float | None = None
+    floor_high: float | None = None
+    p_value: float | None = None  # one-sided exact test that the candidate exceeds the floor
+    threshold: float  # allowed excess rate
+    critical: bool
+    outcome: Outcome
+    reason: str
+
+
+class ArmSummary(BaseModel):
+    """One arm: its role, what it proved, its errors, throughput and latency distribution."""
+
+    name: str
+    role: str  # baseline / candidate / floor / other
+    expected_lookup: str | None = None
+    proven_lookup: str | None = None
+    proof_detail: str = ""
+    patched_modules: list[str] = Field(default_factory=list)
+    vllm_version: str | None = None
+    server_args: list[str] = Field(default_factory=list)
+    telemetry: LookupTelemetry = Field(default_factory=LookupTelemetry)
+    requests: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+    error_rate: float = 0.0
+    truncated: int = 0
+    requests_per_s: float = 0.0
+    tokens_per_s: float = 0.0
+    distributions: dict[str, list[float]] = Field(default_factory=dict)  # metric -> p0..p100
+
+
+class BreakdownRow(BaseModel):
+    """A paired latency shift (Hodges-Lehmann) within one traffic profile or items bucket."""
+
+    dimension: Literal["profile", "items"]
+    group: str
+    metric: str
+    n: int
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class TrendLine(BaseModel):
+    """Theil-Sen slope of a paired difference against items per request (seconds per item)."""
+
+    metric: str
+    slope: float
+    low: float
+    high: float
+    n: int
+
+
+class Judgment(BaseModel):
+    """Everything the report shows; ``report.json`` is exactly this model."""
+
+    schema_version: int = JUDGMENT_SCHEMA_VERSION
+    run_id: str
+    run_status: str
+    started_at: float
+    ended_at: float | None = None
+    verdict: Outcome
+    exit_code: int
+    reasons: list[str] = Field(default_factory=list)
+    invalid_reasons: list[str] = Field(default_factory=list)
+    exchanges_total: int = 0
+    exchanges_warmup: int = 0
+    exchanges_judged: int = 0
+    arms: dict[str, ArmSummary] = Field(default_factory=dict)
+    equality: list[EqualityLine] = Field(default_factory=list)
+    equality_verdict: EqualityVerdict | None = None
+    metrics: list[MetricLine] = Field(default_factory=list)
+    breakdowns: list[BreakdownRow] = Field(default_factory=list)
+    trends: list[TrendLine] = Field(default_factory=list)
+    provenance: dict[str, object] = Field(default_factory=dict)
+    policy: dict[str, object] = Field(default_factory=dict)
+
+    def lookup(self) -> dict[str, str | None]:
+        """Per arm, the lookup mode its server proved (None = unproven)."""
+        return {name: arm.proven_lookup for name, arm in self.arms.items()}

@@ -1,0 +1,131 @@
+"""The sign-off policy: what is measured, what change is allowed, and how sure we must be.
+
+Loaded from ``configs/policy/*.yaml`` (see ``configs/policy/default.yaml`` for every field
+explained). Unknown keys are refused so a typo cannot silently loosen a gate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Direction = Literal["increase", "decrease", "either"]
+Statistic = Literal["hl", "p50", "p95", "p99"]
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2e"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArmRoles(_Strict):
+    """Which arm is the reference, which is judged, and which measures the noise floor."""
+
+    baseline: str = "a"
+    candidate: str = "b"
+    floor: str | None = "a2"
+
+
+class MetricRule(_Strict):
+    """One latency gate: ``candidate - baseline`` of ``statistic`` of ``metric``.
+
+    The allowed change is ``max(allowed_relative * baseline value, allowed_absolute)``
+    in the bad ``direction`` (seconds for ``allowed_absolute``).
+    """
+
+    metric: LatencyMetric
+    statistic: Statistic = "hl"
+    direction: Direction = "increase"
+    allowed_relative: float = Field(default=0.05, ge=0.0)
+    allowed_absolute: float = Field(default=0.0, ge=0.0)
+    critical: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.{self.statistic}"
+
+
+class EqualityRule(_Strict):
+    """How output differences count against the candidate."""
+
+    mismatch_classes: tuple[Literal["drift", "close", "divergent"], ...] = (
+        "drift",
+        "close",
+        "divergent",
+    )
+    drift_tolerance: float = Field(default=0.0, ge=0.0)
+    allowed_excess_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    critical: bool = True
+
+
+class Policy(_Strict):
+    """A complete sign-off policy."""
+
+    schema_version: int = 1
+    name: str = "default"
+    arms: ArmRoles = ArmRoles()
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    min_samples: int = Field(default=30, ge=1)
+    warmup_requests: int = Field(default=0, ge=0)
+    warmup_seconds: float = Field(default=0.0, ge=0.0)
+    max_error_rate: float = Field(default=0.02, ge=0.0, le=1.0)
+    min_coverage: float = Field(default=0.99, ge=0.0, le=1.0)
+    allow_unmeasured_floor: bool = True
+    equality: EqualityRule = EqualityRule()
+    metrics: tuple[MetricRule, ...] = (
+        MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
+        MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),
+    )
+    items_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+    bootstrap_resamples: int = Field(default=2000, ge=100)
+    seed: int = 0
+
+    @field_validator("items_buckets")
+    @classmethod
+    def _ascending(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or list(value) != sorted(set(value)) or value[0] < 0:
+            raise ValueError("items_buckets must be non-empty, non-negative and strictly ascending")
+        return value
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the policy (for provenance)."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be read or does not validate."""
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy YAML file; raises ``PolicyError`` with the reason."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise PolicyError(f"cannot read policy {p}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PolicyError(f"policy {p} must be a YAML mapping")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(f"invalid policy {p}: {exc}") from exc
+
+
+def bucket_label(items: int | None, edges: tuple[int, ...]) -> str:
+    """The items-per-request bucket: ``"4-7"`` for edges (..., 4, 8, ...); ``"?"`` when unknown."""
+    if items is None:
+        return "?"
+    lower = [e for e in edges if e <= items]
+    if not lower:
+        return f"<{edges[0]}"
+    lo = lower[-1]
+    nxt = [e for e in edges if e > lo]
+    if not nxt:
+        return f"{lo}+"
+    return str(lo) if nxt[0] - 1 == lo else f"{lo}-{nxt[0] - 1}"

@@ -1,0 +1,211 @@
+"""Paired statistics for an A/B run: Hodges–Lehmann shifts, bootstrap quantile differences,
+binomial intervals, the noise-floor test and a trend over items per request.
+
+Differences are always ``candidate - baseline`` (positive = the candidate is slower / larger).
+Every function is pure; randomness comes only from a seeded ``numpy.random.Generator``.
+
+The Hodges–Lehmann interval is the Walsh-average interval of the Wilcoxon signed-rank test:
+with the ``M = n(n+1)/2`` Walsh averages ``(d_i + d_j)/2, i <= j`` sorted, and ``k`` the largest
+integer with ``P(T+ <= k) <= alpha/2`` under H0, the interval is ``[W_(k+1), W_(M-k)]``: exactly
+the shifts the two-sided signed-rank test does not reject. Order statistics of the Walsh averages
+are found by bisection with an O(n log n) count, so no n² array is ever built.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats as sps
+
+EXACT_LIMIT = 400  # largest n for which the signed-rank null distribution is computed exactly
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with a two-sided confidence interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    confidence: float
+
+
+def _clean(values: Array | list[float]) -> Array:
+    arr = np.asarray(values, dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def _signed_rank_counts(n: int) -> Array:
+    """Null distribution of the signed-rank statistic T+ for n (no ties): P(T+ = t)."""
+    dist = np.zeros(n * (n + 1) // 2 + 1)
+    dist[0] = 1.0
+    for rank in range(1, n + 1):
+        dist[rank:] = dist[rank:] + dist[:-rank].copy()
+        dist /= 2.0
+    return dist
+
+
+def signed_rank_critical(n: int, confidence: float) -> int:
+    """Largest k with P(T+ <= k) <= (1 - confidence)/2 (k = -1 when none)."""
+    alpha_half = (1.0 - confidence) / 2.0
+    if n <= EXACT_LIMIT:
+        cdf = np.cumsum(_signed_rank_counts(n))
+        below = np.nonzero(cdf <= alpha_half * (1 + 1e-12))[0]
+        return int(below[-1]) if below.size else -1
+    mean = n * (n + 1) / 4.0
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
+    z = float(sps.norm.ppf(1.0 - alpha_half))
+    return math.floor(mean - 0.5 - z * sd)
+
+
+def _count_walsh_le(sorted_d: Array, t: float) -> int:
+    """How many Walsh averages (d_i + d_j)/2, i <= j, are <= t."""
+    hi = np.searchsorted(sorted_d, 2.0 * t - sorted_d, side="right")
+    idx = np.arange(sorted_d.size)
+    return int(np.clip(hi - idx, 0, None).sum())
+
+
+def _walsh_at_or_below(sorted_d: Array, t: float) -> float:
+    """The largest Walsh average <= t (t must be at least the smallest one)."""
+    hi = np.searchsorted(sorted_d, 2.0 * t - sorted_d, side="right") - 1
+    idx = np.arange(sorted_d.size)
+    ok = hi >= idx
+    return float(((sorted_d[ok] + sorted_d[hi[ok]]) / 2.0).max())
+
+
+def walsh_order_statistic(d: Array | list[float], rank: int) -> float:
+    """The ``rank``-th smallest (1-based) Walsh average of ``d``, without building all of them."""
+    s = np.sort(_clean(d))
+    total = s.size * (s.size + 1) // 2
+    if not 1 <= rank <= total:
+        raise ValueError(f"rank {rank} outside 1..{total}")
+    lo, hi = float(s[0]), float(s[-1])
+    if _count_walsh_le(s, lo) >= rank:
+        return lo
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if _count_walsh_le(s, mid) >= rank:
+            hi = mid
+        else:
+            lo = mid
+    return _walsh_at_or_below(s, hi)
+
+
+def hodges_lehmann(diffs: Array | list[float], confidence: float = 0.95) -> Interval:
+    """One-sample Hodges–Lehmann estimate of paired differences, with its signed-rank interval.
+
+    When n is too small for any interval at this confidence, the bounds are infinite.
+    """
+    d = _clean(diffs)
+    n = d.size
+    if n == 0:
+        raise ValueError("no finite paired differences")
+    total = n * (n + 1) // 2
+    if total % 2:
+        estimate = walsh_order_statistic(d, (total + 1) // 2)
+    else:
+        estimate = (
+            walsh_order_statistic(d, total // 2) + walsh_order_statistic(d, total // 2 + 1)
+        ) / 2
+    k = signed_rank_critical(n, confidence)
+    if k < 0:
+        return Interval(estimate, -math.inf, math.inf, n, confidence)
+    low = walsh_order_statistic(d, k + 1)
+    high = walsh_order_statistic(d, total - k)
+    return Interval(estimate, low, high, n, confidence)
+
+
+def bootstrap_quantile_diff(
+    baseline: Array | list[float],
+    candidate: Array | list[float],
+    q: float,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
+    """Paired percentile bootstrap of ``quantile(candidate, q) - quantile(baseline, q)``.
+
+    The two arrays are aligned per request; requests are resampled as pairs.
+    """
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(candidate, dtype=np.float64)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("baseline and candidate must be non-empty and paired")
+    estimate = float(np.quantile(b, q) - np.quantile(a, q))
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    chunk = max(1, 2_000_000 // a.size)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, a.size, size=(stop - start, a.size))
+        out[start:stop] = np.quantile(b[idx], q, axis=1) - np.quantile(a[idx], q, axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(out, [tail, 1.0 - tail])
+    return Interval(estimate, float(low), float(high), int(a.size), confidence)
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> Interval:
+    """Exact binomial interval of a rate k/n (the estimate is k/n; n = 0 gives [0, 1])."""
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0, 0, confidence)
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return Interval(k / n, float(ci.low), float(ci.high), n, confidence)
+
+
+def excess_over_floor(k_candidate: int, n_candidate: int, k_floor: int, n_floor: int) -> float:
+    """One-sided Fisher exact p-value that the candidate's mismatch rate exceeds the floor's."""
+    table = [[k_candidate, n_candidate - k_candidate], [k_floor, n_floor - k_floor]]
+    return float(sps.fisher_exact(table, alternative="greater").pvalue)
+
+
+def exceeds_rate(k: int, n: int, rate: float) -> float:
+    """One-sided exact binomial p-value that the true rate of k/n exceeds ``rate``."""
+    if rate <= 0.0:
+        return 0.0 if k > 0 else 1.0
+    return float(sps.binomtest(k, n, rate, alternative="greater").pvalue)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Theil–Sen slope of a paired difference against items per request."""
+
+    slope: float
+    low: float
+    high: float
+    n: int
+    confidence: float
+
+
+def theil_sen_trend(
+    x: Array | list[float], y: Array | list[float], confidence: float = 0.95
+) -> Trend | None:
+    """Robust slope of ``y`` on ``x`` with its interval; None with fewer than 3 points or one x."""
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if xs.size < 3 or np.unique(xs).size < 2:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.theilslopes(ys, xs, alpha=confidence)
+    return Trend(
+        float(res.slope), float(res.low_slope), float(res.high_slope), int(xs.size), confidence
+    )
+
+
+def quantiles(values: Array | list[float], qs: tuple[float, ...]) -> list[float]:
+    """Quantiles of the finite values (NaN when there are none)."""
+    v = _clean(values)
+    if v.size == 0:
+        return [math.nan for _ in qs]
+    return [float(x) for x in np.quantile(v, qs)]

@@ -1,0 +1,186 @@
+"""Outcome rules: one line per gate, then one verdict for the run.
+
+- A latency line compares the interval of ``candidate - baseline`` with the allowed change ``T``
+  in the bad direction: ``pass`` when the whole interval is within ``T``, ``fail`` when the whole
+  interval is beyond it, ``marginal`` when the estimate is beyond but the interval crosses ``T``,
+  ``inconclusive`` when the estimate is within but the interval reaches beyond ``T`` or when
+  there are fewer than ``min_samples`` pairs.
+- The equality line tests the candidate's mismatch rate against the A/A' floor (one-sided
+  Fisher exact), or against ``allowed_excess_rate`` alone when no floor was measured and the
+  policy allows that (one-sided exact binomial).
+- The run is ``invalid`` before anything else when it cannot be trusted (see ``invalid_reasons``);
+  then a failing critical line fails the run, a failing non-critical line makes it marginal, a
+  critical inconclusive line makes it inconclusive, and any marginal line makes it marginal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from abserve.compare.model import EXIT_CODES, EqualityVerdict, MetricLine, Outcome
+from abserve.compare.policy import MetricRule, Policy
+from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
+from abserve.records import Exchange, RunInfo
+
+
+def _fmt(seconds: float | None) -> str:
+    return "n/a" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1000:+.3f} ms"
+
+
+def threshold_for(rule: MetricRule, baseline_value: float | None) -> float:
+    """The allowed change: ``max(allowed_relative * |baseline|, allowed_absolute)``."""
+    relative = rule.allowed_relative * abs(baseline_value) if baseline_value is not None else 0.0
+    return max(relative, rule.allowed_absolute)
+
+
+def latency_outcome(
+    rule: MetricRule, estimate: float, low: float, high: float, threshold: float
+) -> tuple[Outcome, str]:
+    """Classify one latency interval against its threshold in the rule's bad direction."""
+    span = f"{_fmt(estimate)} [{_fmt(low)}, {_fmt(high)}]"
+    limit = f"allowed {rule.direction} {threshold * 1000:.3f} ms"
+    if rule.direction == "either":
+        within, beyond = (
+            -threshold <= low and high <= threshold,
+            low > threshold or high < -threshold,
+        )
+        est_beyond = abs(estimate) > threshold
+    elif rule.direction == "increase":
+        within, beyond, est_beyond = high <= threshold, low > threshold, estimate > threshold
+    else:
+        within, beyond, est_beyond = low >= -threshold, high < -threshold, estimate < -threshold
+    if within:
+        return "pass", f"{span}: whole interval within the {limit}"
+    if beyond:
+        return "fail", f"{span}: whole interval beyond the {limit}"
+    if est_beyond:
+        return "marginal", f"{span}: estimate beyond the {limit}, interval crosses it"
+    return "inconclusive", f"{span}: interval reaches beyond the {limit}; more requests needed"
+
+
+def too_few(rule: MetricRule, n: int, policy: Policy) -> MetricLine:
+    """The line of a metric with fewer than ``min_samples`` pairs."""
+    return MetricLine(
+        name=rule.name,
+        metric=rule.metric,
+        statistic=rule.statistic,
+        direction=rule.direction,
+        critical=rule.critical,
+        n=n,
+        confidence=policy.confidence,
+        outcome="inconclusive",
+        reason=f"{n} paired requests, fewer than the {policy.min_samples} the policy requires",
+    )
+
+
+def equality_verdict(
+    k: int, n: int, floor: tuple[int, int] | None, policy: Policy
+) -> EqualityVerdict:
+    """Judge ``k`` mismatches in ``n`` comparable exchanges against the floor ``(k0, n0)``."""
+    rule, conf = policy.equality, policy.confidence
+    alpha = 1.0 - conf
+    cand = clopper_pearson(k, n, conf)
+    out = EqualityVerdict(
+        floor_measured=floor is not None,
+        floor_arm=policy.arms.floor if floor else None,
+        candidate_rate=None if n == 0 else cand.estimate,
+        candidate_low=cand.low,
+        candidate_high=cand.high,
+        threshold=rule.allowed_excess_rate,
+        critical=rule.critical,
+        outcome="inconclusive",
+        reason="",
+    )
+    if n < policy.min_samples:
+        out.reason = f"{n} comparable exchanges, fewer than the {policy.min_samples} required"
+        return out
+    if floor is None:
+        if not policy.allow_unmeasured_floor:
+            out.reason = "noise floor not measured (no A/A' arm) and the policy requires it"
+            return out
+        out.p_value = exceeds_rate(k, n, rule.allowed_excess_rate)
+        base, against = rule.allowed_excess_rate, "allowed rate (floor not measured)"
+    else:
+        k0, n0 = floor
+        fl = clopper_pearson(k0, n0, conf)
+        out.floor_rate, out.floor_low, out.floor_high = fl.estimate, fl.low, fl.high
+        out.p_value = excess_over_floor(k, n, k0, n0)
+        base = (k0 / n0 if n0 else 0.0) + rule.allowed_excess_rate
+        against = f"A/A' floor {k0}/{n0} + allowed {rule.allowed_excess_rate:.4f}"
+    rate = k / n
+    text = f"{k}/{n} mismatches ({rate:.4f}) vs {against}; one-sided p={out.p_value:.4g}"
+    if rate <= base:
+        out.outcome, out.reason = "pass", f"{text}: no excess"
+    elif out.p_value < alpha:
+        out.outcome, out.reason = "fail", f"{text} < {alpha:.3g}: significant excess"
+    else:
+        out.outcome, out.reason = "marginal", f"{text}: excess observed, not significant"
+    return out
+
+
+def invalid_reasons(
+    run: RunInfo, exchanges: list[Exchange], policy: Policy, errors: dict[str, int]
+) -> list[str]:
+    """Why the run cannot be judged at all (empty when it can).
+
+    ``errors`` counts failed requests per compared arm over ``exchanges``.
+    """
+    reasons: list[str] = []
+    if run.status != "completed":
+        reasons.append(f"run status is {run.status!r}, not 'completed'")
+    roles = [policy.arms.baseline, policy.arms.candidate]
+    if policy.arms.floor and policy.arms.floor in run.arms:
+        roles.append(policy.arms.floor)
+    for name in roles:
+        prov = run.arms.get(name)
+        if prov is None:
+            reasons.append(f"arm {name!r} is missing from the run")
+        elif prov.expected_lookup is not None and prov.proven_lookup != prov.expected_lookup:
+            proven = prov.proven_lookup or "nothing"
+            reasons.append(
+                f"arm {name!r} expected lookup {prov.expected_lookup!r} but proved {proven}"
+                + (f" ({prov.proof_detail})" if prov.proof_detail else "")
+            )
+    if not exchanges:
+        reasons.append("no exchanges to judge")
+        return reasons
+    covered = sum(all(r in ex.arms for r in roles) for ex in exchanges)
+    coverage = covered / len(exchanges)
+    if coverage < policy.min_coverage:
+        reasons.append(
+            f"coverage gap: {covered}/{len(exchanges)} exchanges ({coverage:.1%}) carry every "
+            f"compared arm, below {policy.min_coverage:.1%}"
+        )
+    for name in roles:
+        rate = errors.get(name, 0) / len(exchanges)
+        if rate > policy.max_error_rate:
+            reasons.append(
+                f"arm {name!r} failed {errors.get(name, 0)}/{len(exchanges)} requests "
+                f"({rate:.1%}), above {policy.max_error_rate:.1%}"
+            )
+    return reasons
+
+
+def overall(
+    invalid: list[str], lines: Iterable[tuple[str, bool, Outcome, str]]
+) -> tuple[Outcome, int, list[str]]:
+    """Combine ``(name, critical, outcome, reason)`` lines into the run's verdict and exit code."""
+    if invalid:
+        return "invalid", EXIT_CODES["invalid"], list(invalid)
+    rows = list(lines)
+    failed_crit = [r for r in rows if r[2] == "fail" and r[1]]
+    failed_other = [r for r in rows if r[2] == "fail" and not r[1]]
+    inconclusive = [r for r in rows if r[2] == "inconclusive" and r[1]]
+    marginal = [r for r in rows if r[2] == "marginal"]
+    verdict: Outcome
+    if failed_crit:
+        verdict, chosen = "fail", failed_crit
+    elif inconclusive:
+        verdict, chosen = "inconclusive", inconclusive
+    elif marginal or failed_other:
+        verdict, chosen = "marginal", marginal + failed_other
+    else:
+        verdict, chosen = "pass", []
+    reasons = [f"{name}: {outcome} — {reason}" for name, _, outcome, reason in chosen]
+    return verdict, EXIT_CODES[verdict], reasons or ["every gate passed"]
