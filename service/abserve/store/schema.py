@@ -7,7 +7,8 @@ Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``)
   proved it was alive (see ``abserve.store.owner``).
 - ``abserve_exchanges``: one row per exchange. The bits a query filters or sorts on are
   columns (run id, request id, start time, fingerprint, endpoint, record schema version,
-  tags as JSON). The per-arm outcomes are one JSON text per exchange, not a child table:
+  tags as JSON: ``json``, not ``jsonb``, on PostgreSQL, so keys keep their order). The
+  per-arm outcomes are one JSON text per exchange, not a child table:
   the judgment always reads an exchange with all its arms, an outcome is mostly arrays
   (token ids, token times, top-k logprobs) that would stay JSON inside a child row anyway,
   and one row per exchange keeps a batch insert one statement. The text is Python's JSON
@@ -44,8 +45,8 @@ from sqlalchemy import (
     create_engine,
     event,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 STORE_SCHEMA_VERSION = 1
 
@@ -53,7 +54,6 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 metadata = MetaData()
 
-_Json = JSON().with_variant(JSONB(), "postgresql")
 
 meta_table = Table(
     "abserve_meta",
@@ -94,9 +94,9 @@ exchanges_table = Table(
     Column("endpoint", String(32), nullable=False),
     Column("stream", Boolean, nullable=False),
     Column("fingerprint", String(128), nullable=False),
-    Column("prompt_text", Text, nullable=True),
-    Column("image_hashes", _Json, nullable=False),
-    Column("tags", _Json, nullable=False),
+    Column("prompt_text", Text, nullable=True),  # a JSON string: PostgreSQL text refuses NUL
+    Column("image_hashes", JSON, nullable=False),
+    Column("tags", JSON, nullable=False),
     Column("arms", Text, nullable=False),  # {arm name: ArmOutcome} as Python JSON
     UniqueConstraint("run_id", "request_id", name="uq_abserve_exchange_request"),
     Index("ix_abserve_exchanges_run_started", "run_id", "started_at", "id"),
@@ -121,7 +121,10 @@ def make_engine(database_url: str) -> Engine:
     Any ``postgresql`` URL is driven by psycopg 3 (the driver abserve installs). In-memory
     SQLite is refused: the writer thread and readers need one shared database.
     """
-    url = make_url(database_url)
+    try:
+        url = make_url(database_url)
+    except ArgumentError as exc:
+        raise ValueError(f"not a database URL: {database_url!r}") from exc
     backend = url.get_backend_name()
     if backend == "sqlite":
         if url.database in (None, "", ":memory:"):

@@ -17,13 +17,13 @@ import json
 import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, RowMapping, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
-from abserve.store.owner import Owner, RunStatus, effective_status
+from abserve.store.owner import Owner, effective_status
 from abserve.store.schema import (
     STORE_SCHEMA_VERSION,
     exchanges_table,
@@ -68,7 +68,7 @@ def exchange_row(exchange: Exchange) -> dict[str, Any]:
         "endpoint": exchange.endpoint,
         "stream": exchange.stream,
         "fingerprint": exchange.fingerprint,
-        "prompt_text": exchange.prompt_text,
+        "prompt_text": None if exchange.prompt_text is None else _dumps(exchange.prompt_text),
         "image_hashes": list(exchange.image_hashes),
         "tags": dict(exchange.tags),
         "arms": _dumps(arms),
@@ -91,7 +91,7 @@ def exchange_from_row(row: RowMapping) -> Exchange:
         endpoint=row["endpoint"],
         stream=bool(row["stream"]),
         fingerprint=row["fingerprint"],
-        prompt_text=row["prompt_text"],
+        prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]),
         image_hashes=list(row["image_hashes"]),
         tags=dict(row["tags"]),
         started_at=float(row["started_at"]),
@@ -113,9 +113,7 @@ class Store:
         self._host = socket.gethostname()
 
     @classmethod
-    def open(
-        cls, database_url: str, *, stale_after_s: float = DEFAULT_STALE_AFTER_S
-    ) -> Store:
+    def open(cls, database_url: str, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> Store:
         """Connect, create the tables if absent, and check the store's schema version."""
         if stale_after_s <= 0:
             raise ValueError("stale_after_s must be positive")
@@ -166,7 +164,7 @@ class Store:
             if result.rowcount == 0:
                 raise RunNotFoundError(run.run_id)
 
-    def finish_run(self, run_id: str, status: RunStatus) -> None:
+    def finish_run(self, run_id: str, status: Literal["completed", "interrupted"]) -> None:
         """Mark a run ``completed`` or ``interrupted`` and stamp its end time."""
         if status not in ("completed", "interrupted"):
             raise ValueError(f"a run finishes as 'completed' or 'interrupted', not {status!r}")
