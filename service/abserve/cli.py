@@ -26,6 +26,9 @@ def _register() -> None:
     from abserve.launch import commands as launch_commands
 
     launch_commands.register(app)
+    from abserve.router import commands as router_commands
+
+    router_commands.register(app)
 
 
 _register()

@@ -1,0 +1,215 @@
+"""The router's FastAPI app: factory, lifespan and the few paths it serves.
+
+``create_app(settings)`` builds an app whose lifespan owns one ``httpx.AsyncClient`` per
+arm (explicit ``Timeout`` and ``Limits``) and the record writer (the store's
+``BatchWriter``, or an injected sink in tests). Paths: ``POST /v1/chat/completions``,
+``POST /v1/completions`` (fanned out), ``GET /v1/models`` (from the primary),
+``GET /livez`` (no backend call), ``GET /readyz`` (primary reachable; others reported),
+``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
+On shutdown the exchanges in flight are drained and their records flushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import orjson
+from fastapi import FastAPI, Request
+from starlette.responses import JSONResponse, Response
+
+from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX, RunInfo
+from abserve.router.augment import augment
+from abserve.router.errors import RouterError, error_response
+from abserve.router.fanout import ArmCall, FanOut, Relay
+from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
+from abserve.router.recording import ExchangeSink, Recorder
+from abserve.router.relay import respond
+from abserve.router.security import check_bearer
+from abserve.router.settings import ArmSettings, RouterSettings
+from abserve.router.validation import Endpoint, check_request, read_capped
+
+log = logging.getLogger("abserve.router")
+MAX_TAGS, MAX_TAG_LEN = 16, 256
+
+
+@dataclass
+class RouterState:
+    """What the lifespan owns and the handlers use."""
+
+    settings: RouterSettings
+    clients: dict[str, httpx.AsyncClient]
+    metrics: RouterMetrics
+    recorder: Recorder
+
+
+def arm_client(arm: ArmSettings, settings: RouterSettings) -> httpx.AsyncClient:
+    """One pooled client per arm; read timeouts are enforced per phase by ``ArmCall``."""
+    d, p = arm.deadlines, settings.pool
+    headers = {"authorization": f"Bearer {arm.api_key.get_secret_value()}"} if arm.api_key else {}
+    return httpx.AsyncClient(
+        base_url=arm.url,
+        headers=headers,
+        timeout=httpx.Timeout(connect=d.connect_s, read=None, write=d.first_token_s,
+                              pool=d.connect_s),
+        limits=httpx.Limits(max_connections=p.max_connections,
+                            max_keepalive_connections=p.max_keepalive_connections,
+                            keepalive_expiry=p.keepalive_expiry_s),
+        trust_env=False,
+    )
+
+
+@asynccontextmanager
+async def _open_sink(settings: RouterSettings) -> AsyncIterator[ExchangeSink]:
+    """The store's batch writer for this run; marks the run completed on a clean exit."""
+    from abserve.store import BatchWriter, Store
+
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    store = Store.open(settings.effective_database_url)
+    store.create_run(RunInfo(run_id=settings.run_id, started_at=time.time(),
+                             config=settings.public_config()))
+    writer = BatchWriter(store, settings.run_id, flush_interval_s=settings.flush_interval_s)
+    writer.start()
+    try:
+        yield writer
+    finally:
+        writer.close()
+        store.finish_run(settings.run_id, "completed")
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+
+
+def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> FastAPI:
+    """The router app. ``sink`` replaces the store (for tests of one piece)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            clients = {name: await stack.enter_async_context(arm_client(arm, settings))
+                       for name, arm in settings.arms.items()}
+            out = sink if sink is not None else await stack.enter_async_context(
+                _open_sink(settings))
+            metrics = RouterMetrics()
+            recorder = Recorder(out, metrics, settings.run_id, settings.primary)
+            app.state.router = RouterState(settings, clients, metrics, recorder)
+            log.info("router up: run %s, arms %s, primary %s", settings.run_id,
+                     sorted(settings.arms), settings.primary)
+            yield
+            left = await recorder.drain(settings.drain_timeout_s)
+            log.info("router down: drained, %d exchanges cancelled", left)
+
+    app = FastAPI(title="abserve router", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.add_exception_handler(RouterError, _on_router_error)  # type: ignore[arg-type]
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        return await fan_out(request, "chat/completions")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await fan_out(request, "completions")
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        state = _state(request)
+        check_bearer(request.headers.get("authorization"), settings.api_key)
+        try:
+            resp = await state.clients[settings.primary].get("/v1/models", timeout=10.0)
+        except httpx.HTTPError as exc:
+            raise RouterError(502, "primary arm unreachable") from exc
+        return Response(resp.content, status_code=resp.status_code,
+                        media_type=resp.headers.get("content-type", "application/json"))
+
+    @app.get("/livez")
+    async def livez() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz(request: Request) -> Response:
+        state = _state(request)
+        names = list(state.clients)
+        results = await asyncio.gather(*(_healthy(state.clients[n]) for n in names))
+        arms = dict(zip(names, results, strict=True))
+        ready = arms[settings.primary]
+        return JSONResponse({"ready": ready, "arms": arms}, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        check_bearer(request.headers.get("authorization"), settings.api_key)
+        return Response(_state(request).metrics.render(), media_type=CONTENT_TYPE)
+
+    return app
+
+
+def _state(request: Request) -> RouterState:
+    state: RouterState = request.app.state.router
+    return state
+
+
+async def _on_router_error(request: Request, exc: RouterError) -> Response:
+    return error_response(exc)
+
+
+async def _healthy(client: httpx.AsyncClient) -> bool:
+    try:
+        return (await client.get("/health", timeout=2.0)).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _admit(state: RouterState) -> None:
+    if state.recorder.admitted >= state.settings.max_concurrency:
+        state.metrics.rejected.labels(reason="capacity").inc()
+        raise RouterError(503, "router at capacity, retry later",
+                          headers={"Retry-After": str(state.settings.retry_after_s)})
+
+
+def _tags(request: Request) -> dict[str, str]:
+    tags = {}
+    for key, value in request.headers.items():
+        if key.startswith(TAG_HEADER_PREFIX) and key != REQUEST_ID_HEADER:
+            tags[key[len(TAG_HEADER_PREFIX):]] = value[:MAX_TAG_LEN]
+            if len(tags) >= MAX_TAGS:
+                break
+    return tags
+
+
+async def fan_out(request: Request, endpoint: Endpoint) -> Response:
+    """Check the request, send it to every arm at once, relay the primary, record all."""
+    state = _state(request)
+    s = state.settings
+    check_bearer(request.headers.get("authorization"), s.api_key)
+    _admit(state)
+    try:
+        raw = await read_capped(request.stream(), request.headers.get("content-length"),
+                                s.max_body_bytes)
+        checked = await check_request(endpoint, raw, max_images=s.max_images,
+                                      allowed_hosts=s.allowed_media_hosts,
+                                      keep_text=s.store_prompt_text)
+    except RouterError as exc:
+        state.metrics.rejected.labels(reason=str(exc.status)).inc()
+        raise
+    additions = augment(checked.body, endpoint, s)
+    payload = orjson.dumps(checked.body)
+    _admit(state)
+    request_id = uuid.uuid4().hex
+    relay = Relay(additions)
+    t0, started_at = time.perf_counter(), time.time()
+    calls = {name: ArmCall(name, state.clients[name], arm.deadlines, f"/v1/{endpoint}", payload,
+                           checked.stream, t0, relay if name == s.primary else None)
+             for name, arm in s.arms.items()}
+    fan = FanOut(calls)
+    state.recorder.admitted += 1
+    state.metrics.in_flight.set(state.recorder.admitted)
+    fan.start()
+    state.recorder.track(checked, fan, request_id, started_at, _tags(request))
+    return await respond(relay, fan, request.receive, {REQUEST_ID_HEADER: request_id})
+

@@ -1,0 +1,243 @@
+"""Fan-out: one request to every arm at the same instant, each read at full speed.
+
+``FanOut.start`` creates one task per arm in a single loop pass, all sending the same
+encoded bytes. Each ``ArmCall`` reads its own upstream as fast as the upstream sends,
+timestamps every network read with the same clock at the same point of the same code,
+and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Relay``
+(its response head, then chunks into an unbounded queue), so no arm ever waits on the
+client, and nothing a non-primary arm does reaches the client.
+
+Deadlines are per arm and independent: connect (httpx), first token (send → first
+token), stream idle (between reads after the first token) and total. A failure is
+classified into ``records.ErrorClass``; error details are exception class names and
+status codes, never upstream bodies (they may echo prompt text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import orjson
+
+from abserve.records import ArmOutcome, ErrorClass
+from abserve.router.augment import Additions, strip
+from abserve.router.errors import error_body
+from abserve.router.settings import Deadlines
+from abserve.router.sse import DONE, SSEParser, Transcript
+
+MAX_ERROR_BODY = 64 * 1024
+_GATEWAY_STATUS: dict[str, int] = {"timeout_first_token": 504, "timeout_idle": 504,
+                                   "timeout_total": 504}
+
+
+@dataclass
+class Head:
+    """What the client's response starts with: status, type and (unless streamed) body."""
+
+    status: int
+    content_type: str
+    body: bytes | None = None
+
+
+@dataclass
+class Relay:
+    """The primary arm's answer on its way to the client."""
+
+    additions: Additions
+    head: asyncio.Future[Head] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+
+    def open(self, head: Head) -> None:
+        if not self.head.done():
+            self.head.set_result(head)
+
+    def fail(self, error_class: str) -> None:
+        """Report a failure: a gateway error if nothing was sent, else an error event."""
+        status = _GATEWAY_STATUS.get(error_class, 502)
+        message = f"primary arm failed: {error_class}"
+        if not self.head.done():
+            self.open(Head(status, "application/json", error_body(status, message)))
+        else:
+            self.queue.put_nowait(b"data: " + error_body(status, message) + b"\n\n")
+        self.queue.put_nowait(None)
+
+
+class UpstreamFailure(Exception):
+    """An arm answered, but not with something this router can record as a success."""
+
+    def __init__(self, error_class: ErrorClass, detail: str) -> None:
+        super().__init__(detail)
+        self.error_class: ErrorClass = error_class
+
+
+class ArmCall:
+    """One arm's side of an exchange; ``outcome`` is complete once ``run`` returns."""
+
+    def __init__(self, name: str, client: httpx.AsyncClient, deadlines: Deadlines, path: str,
+                 payload: bytes, stream: bool, t0: float, relay: Relay | None = None) -> None:
+        self.client, self.deadlines, self.path = client, deadlines, path
+        self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
+        self.outcome = ArmOutcome(arm=name)
+        self.transcript = Transcript()
+        self._phase: ErrorClass = "timeout_first_token"
+        self._deadline: asyncio.Timeout | None = None
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    async def run(self) -> None:
+        """Call the arm and record everything; never raises except on cancellation."""
+        out = self.outcome
+        out.t_send = self._now()
+        try:
+            async with asyncio.timeout(self.deadlines.total_s) as total:
+                try:
+                    await self._call()
+                except TimeoutError:
+                    if total.expired():
+                        raise
+                    self._failed(self._phase, "deadline passed")
+        except TimeoutError:
+            self._failed("timeout_total", "deadline passed")
+        except UpstreamFailure as exc:
+            self._failed(exc.error_class, str(exc))
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            self._failed("connect", type(exc).__name__)
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            klass: ErrorClass = "truncated" if out.t_first_byte is not None else "connect"
+            self._failed(klass, type(exc).__name__)
+        except asyncio.CancelledError:
+            self._failed("cancelled", "client went away")
+            raise
+        finally:
+            out.t_end = self._now()
+            self.transcript.fill(out)
+
+    def _failed(self, error_class: ErrorClass, detail: str) -> None:
+        self.outcome.error_class = error_class
+        self.outcome.error_detail = detail
+        if error_class == "truncated":
+            self.outcome.truncated = True
+        if self.relay is not None:
+            self.relay.fail(error_class)
+
+    async def _call(self) -> None:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(None) as phase:
+            self._deadline = phase
+            if self.stream:
+                phase.reschedule(loop.time() + self.deadlines.first_token_s)
+            request = self.client.build_request("POST", self.path, content=self.payload,
+                                                headers={"content-type": "application/json"})
+            response = await self.client.send(request, stream=True)
+            try:
+                await self._read(response)
+            finally:
+                await response.aclose()
+
+    async def _read(self, response: httpx.Response) -> None:
+        out = self.outcome
+        out.t_first_byte = self._now()
+        out.status = response.status_code
+        ctype = response.headers.get("content-type", "application/json")
+        if not 200 <= response.status_code < 300:
+            body = await _read_capped(response)
+            if self.relay is not None:
+                self.relay.open(Head(response.status_code, ctype, body))
+                self.relay.queue.put_nowait(None)
+            out.error_class, out.error_detail = "http_status", f"HTTP {response.status_code}"
+            return
+        if not self.stream:
+            await self._read_whole(response, ctype)
+            return
+        if self.relay is not None:
+            self.relay.open(Head(response.status_code, ctype))
+        await self._read_stream(response)
+
+    async def _read_whole(self, response: httpx.Response, ctype: str) -> None:
+        raw = await _read_capped(response, limit=None)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamFailure("bad_response", "body is not JSON") from exc
+        self.transcript.add(body, self._now(), streamed=False)
+        if self.relay is not None:
+            additions = self.relay.additions
+            if additions.any:
+                raw = orjson.dumps(strip(body, additions))
+            self.relay.open(Head(response.status_code, ctype, raw))
+            self.relay.queue.put_nowait(None)
+
+    async def _read_stream(self, response: httpx.Response) -> None:
+        parser, done, seen = SSEParser(), False, 0
+        loop = asyncio.get_running_loop()
+        async for data in response.aiter_raw():
+            t = self._now()
+            events = parser.feed(data)
+            seen += len(events)
+            relay_parts: list[bytes] = []
+            for payload in events:
+                if payload == DONE:
+                    done = True
+                    relay_parts.append(b"data: [DONE]\n\n")
+                    continue
+                try:
+                    chunk = orjson.loads(payload)
+                except orjson.JSONDecodeError as exc:
+                    raise UpstreamFailure("bad_response", "event is not JSON") from exc
+                self.transcript.add(chunk, t)
+                if self.relay is not None and self.relay.additions.any:
+                    stripped = strip(chunk, self.relay.additions)
+                    if stripped is not None:
+                        relay_parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
+            if self.relay is not None:
+                raw = data if not self.relay.additions.any else b"".join(relay_parts)
+                if raw:
+                    self.relay.queue.put_nowait(raw)
+            if self.transcript.t_first_token is not None and self._deadline is not None:
+                self._phase = "timeout_idle"
+                self._deadline.reschedule(loop.time() + self.deadlines.idle_s)
+        if not done:
+            if seen == 0 and parser.pending:
+                raise UpstreamFailure("bad_response", "stream is not SSE")
+            raise UpstreamFailure("truncated", "stream ended without [DONE]")
+        if self.relay is not None:
+            self.relay.queue.put_nowait(None)
+
+
+async def _read_capped(response: httpx.Response, limit: int | None = MAX_ERROR_BODY) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for data in response.aiter_raw():
+        parts.append(data)
+        size += len(data)
+        if limit is not None and size >= limit:
+            break
+    return b"".join(parts)
+
+
+@dataclass
+class FanOut:
+    """One client request in flight to every arm."""
+
+    calls: dict[str, ArmCall]
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def start(self) -> None:
+        """Start every arm's call in the same loop pass: they send at the same instant."""
+        self.tasks = {name: asyncio.create_task(call.run(), name=f"arm-{name}")
+                      for name, call in self.calls.items()}
+
+    def cancel(self) -> None:
+        """Cancel every arm still running (client gone)."""
+        for task in self.tasks.values():
+            task.cancel()
+
+    async def wait(self) -> dict[str, ArmOutcome]:
+        """Wait for every arm; return their outcomes."""
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        return {name: call.outcome for name, call in self.calls.items()}

@@ -1,0 +1,58 @@
+"""Prometheus metrics of the router, per arm, in a registry owned by one app instance.
+
+Per arm: requests, errors by class, time to first token and end-to-end latency
+histograms, and equality mismatches so far (token ids differing from the primary's, a
+cheap first look; the judgment step does the real comparison). Router-wide: requests
+rejected before fan-out by reason, and exchanges in flight.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from abserve.records import Exchange
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class RouterMetrics:
+    """The router's metric families; one instance per app (tests build many apps)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("abserve_router_arm_requests", "Requests sent to an arm",
+                                ["arm"], registry=r)
+        self.errors = Counter("abserve_router_arm_errors", "Failed arm requests by class",
+                              ["arm", "error_class"], registry=r)
+        self.ttft = Histogram("abserve_router_arm_ttft_seconds", "Send to first token",
+                              ["arm"], buckets=_BUCKETS, registry=r)
+        self.e2e = Histogram("abserve_router_arm_e2e_seconds", "Send to end of answer",
+                             ["arm"], buckets=_BUCKETS, registry=r)
+        self.mismatches = Counter("abserve_router_arm_mismatches",
+                                  "Exchanges whose token ids differ from the primary's",
+                                  ["arm"], registry=r)
+        self.rejected = Counter("abserve_router_rejected", "Requests refused before fan-out",
+                                ["reason"], registry=r)
+        self.in_flight = Gauge("abserve_router_in_flight", "Exchanges in flight", registry=r)
+
+    def observe(self, exchange: Exchange, primary: str) -> None:
+        """Count one finished exchange."""
+        reference = exchange.arms.get(primary)
+        for name, arm in exchange.arms.items():
+            self.requests.labels(arm=name).inc()
+            if arm.error_class is not None:
+                self.errors.labels(arm=name, error_class=arm.error_class).inc()
+            elif arm.t_end is not None:
+                self.e2e.labels(arm=name).observe(arm.t_end - arm.t_send)
+            if arm.t_first_token is not None:
+                self.ttft.labels(arm=name).observe(arm.t_first_token - arm.t_send)
+            if (name != primary and reference is not None and reference.ok and arm.ok
+                    and arm.token_ids != reference.token_ids):
+                self.mismatches.labels(arm=name).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

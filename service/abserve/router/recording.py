@@ -1,0 +1,90 @@
+"""Turning a finished fan-out into one ``Exchange`` record, and handing it to the store.
+
+``Recorder.finish`` runs as its own task per exchange, after the client's answer is on
+its way: it waits for every arm (the slowest shadow included), builds the record,
+updates the metrics and gives the record to a sink. The sink is the store's
+``BatchWriter`` (batched writes on its own thread, off the request path); tests of one
+piece may pass any object with ``put(exchange)``. The recorder also keeps the set of
+exchanges in flight, which is what the concurrency cap counts and shutdown drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+from abserve.records import Exchange
+from abserve.router.fanout import FanOut
+from abserve.router.metrics import RouterMetrics
+from abserve.router.validation import CheckedRequest
+
+log = logging.getLogger("abserve.router")
+
+
+class ExchangeSink(Protocol):
+    """Where finished records go (``abserve.store.BatchWriter`` in production)."""
+
+    def put(self, exchange: Exchange) -> None: ...
+
+
+class Recorder:
+    """Builds and sinks records; tracks exchanges in flight."""
+
+    def __init__(self, sink: ExchangeSink, metrics: RouterMetrics, run_id: str,
+                 primary: str) -> None:
+        self.sink, self.metrics, self.run_id, self.primary = sink, metrics, run_id, primary
+        self.pending: dict[asyncio.Task[None], FanOut] = {}
+        self.admitted = 0  # exchanges admitted and not yet recorded
+
+    def track(self, checked: CheckedRequest, fan: FanOut, request_id: str, started_at: float,
+              tags: dict[str, str]) -> None:
+        """Record this fan-out once every arm is done (runs in the background)."""
+        task = asyncio.create_task(self._finish(checked, fan, request_id, started_at, tags))
+        self.pending[task] = fan
+        task.add_done_callback(lambda t: self.pending.pop(t, None))
+
+    async def _finish(self, checked: CheckedRequest, fan: FanOut, request_id: str,
+                      started_at: float, tags: dict[str, str]) -> None:
+        try:
+            arms = await fan.wait()
+            exchange = Exchange(
+                run_id=self.run_id, request_id=request_id, endpoint=checked.endpoint,
+                stream=checked.stream, fingerprint=checked.fingerprint,
+                prompt_text=checked.prompt_text, image_hashes=checked.image_hashes,
+                tags=tags, started_at=started_at, arms=arms,
+            )
+            self.metrics.observe(exchange, self.primary)
+            self.sink.put(exchange)
+            log.info("exchange %s recorded: %s", request_id, _summary(exchange))
+        except Exception:
+            log.exception("exchange %s could not be recorded", request_id)
+        finally:
+            self.admitted -= 1
+            self.metrics.in_flight.set(self.admitted)
+
+    async def drain(self, timeout_s: float) -> int:
+        """Wait for exchanges in flight; after ``timeout_s`` cancel their arms (recorded as
+        cancelled). Returns how many had to be cancelled."""
+        if not self.pending:
+            return 0
+        _, left = await asyncio.wait(set(self.pending), timeout=timeout_s)
+        for task in left:
+            self.pending[task].cancel()
+        if left:
+            await asyncio.wait(left, timeout=5.0)
+        return len(left)
+
+
+def _summary(exchange: Exchange) -> str:
+    parts = []
+    for name, arm in exchange.arms.items():
+        state = arm.error_class or "ok"
+        took = f"{(arm.t_end or 0) - arm.t_send:.3f}s"
+        parts.append(f"{name}={arm.status}/{state}/{len(arm.token_ids)}tok/{took}")
+    return " ".join(parts)
+
+
+def wall_clock() -> float:
+    return time.time()

@@ -1,0 +1,142 @@
+"""Router settings: arms, limits, deadlines, storage and security, from YAML or env.
+
+One ``RouterSettings`` object says everything the router does; ``load_settings`` reads
+it from a YAML file (``abserve router --config FILE``), and ``ABSERVE_ROUTER_*``
+environment variables override fields (``ABSERVE_ROUTER_API_KEY`` keeps the key out of
+files). The settings refuse to exist without an API key unless ``dev_mode: true`` is set
+explicitly: authentication fails closed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ArmRole = Literal["baseline", "candidate", "noise_floor"]
+SeedPolicy = Literal["fixed", "none"]
+
+
+class Deadlines(BaseModel):
+    """Per-arm time limits in seconds; each arm is timed out on its own."""
+
+    connect_s: float = Field(default=5.0, gt=0)
+    first_token_s: float = Field(default=120.0, gt=0)  # send → first token (big prefills)
+    idle_s: float = Field(default=30.0, gt=0)  # longest silence between two chunks after that
+    total_s: float = Field(default=600.0, gt=0)  # send → end of the whole exchange
+
+
+class PoolLimits(BaseModel):
+    """httpx connection-pool limits per arm (sized deliberately: httpx's CPU grows with it)."""
+
+    max_connections: int = Field(default=128, ge=1)
+    max_keepalive_connections: int = Field(default=64, ge=0)
+    keepalive_expiry_s: float = Field(default=30.0, gt=0)
+
+
+class ArmSettings(BaseModel):
+    """One upstream vLLM server."""
+
+    url: str
+    role: ArmRole = "baseline"
+    api_key: SecretStr | None = None  # sent to this upstream; never the client's key
+    deadlines: Deadlines = Deadlines()
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("arm url must start with http:// or https://")
+        return url.rstrip("/")
+
+
+def _new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class RouterSettings(BaseSettings):
+    """Everything the router needs; see the module docstring."""
+
+    model_config = SettingsConfigDict(env_prefix="ABSERVE_ROUTER_", extra="forbid")
+
+    arms: dict[str, ArmSettings]
+    primary: str = "a"  # the arm whose stream the client receives
+    run_id: str = Field(default_factory=_new_run_id)
+    run_dir: Path = Path("runs/router")
+    database_url: str | None = None  # default: sqlite:///<run_dir>/abserve.db
+    flush_interval_s: float = Field(default=0.5, gt=0, le=1.0)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8100, ge=0, le=65535)
+    api_key: SecretStr | None = None
+    dev_mode: bool = False  # explicit opt-out of the API key requirement
+
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_images: int = Field(default=64, ge=0)
+    allowed_media_hosts: list[str] = Field(default_factory=list)
+    max_concurrency: int = Field(default=256, ge=1)
+    retry_after_s: int = Field(default=1, ge=0)
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+
+    top_logprobs: int = Field(default=5, ge=0, le=20)  # k asked of arms if the client asks none
+    seed_policy: SeedPolicy = "fixed"  # "fixed": same seed to every arm when the client gave none
+    default_seed: int = 0
+    request_usage: bool = True  # ask arms for the usage chunk; hidden unless the client asked
+    store_prompt_text: bool = False
+    pool: PoolLimits = PoolLimits()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment first, so a deployment can override a YAML file (and hold the key)."""
+        return env_settings, init_settings, file_secret_settings
+
+    @field_validator("allowed_media_hosts")
+    @classmethod
+    def _lower_hosts(cls, hosts: list[str]) -> list[str]:
+        return [h.strip().lower().rstrip(".") for h in hosts if h.strip()]
+
+    @model_validator(mode="after")
+    def _check(self) -> RouterSettings:
+        if not self.arms:
+            raise ValueError("at least one arm is required")
+        if self.primary not in self.arms:
+            raise ValueError(f"primary arm {self.primary!r} is not among arms {sorted(self.arms)}")
+        if self.api_key is None and not self.dev_mode:
+            raise ValueError("api_key is required (or set dev_mode: true explicitly)")
+        if self.api_key is not None and len(self.api_key.get_secret_value()) < 16:
+            raise ValueError("api_key must be at least 16 characters")
+        return self
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.run_dir / 'abserve.db').resolve()}"
+
+    def public_config(self) -> dict[str, Any]:
+        """The settings as stored with the run: secrets and credentials left out."""
+        data = self.model_dump(mode="json", exclude={"api_key", "database_url"})
+        for arm in data["arms"].values():
+            arm.pop("api_key", None)
+        return data
+
+
+def load_settings(path: Path | str, **overrides: Any) -> RouterSettings:
+    """Read settings from a YAML file; environment variables and ``overrides`` win."""
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    router_section = raw.get("router", raw)
+    return RouterSettings(**{**router_section, **overrides})

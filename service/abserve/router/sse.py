@@ -1,0 +1,122 @@
+"""Reading an arm's answer: SSE framing, and what each chunk adds to the arm's record.
+
+``SSEParser`` splits raw stream bytes into ``data:`` payloads (it tolerates CRLF and
+events split across network reads). ``Transcript`` accumulates one arm's output from
+parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
+top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request
+id, plus the arrival time of every token. It keeps raw dicts while the stream runs and
+builds the record models once, at the end (``fill``), to keep the hot path short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
+
+DONE = b"[DONE]"
+
+
+class SSEParser:
+    """Incremental ``text/event-stream`` parser that yields each event's data payload."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf + data
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        *events, self._buf = buf.split(b"\n\n")
+        payloads = []
+        for event in events:
+            lines = [ln[5:].lstrip(b" ") for ln in event.split(b"\n") if ln.startswith(b"data:")]
+            if lines:
+                payloads.append(b"\n".join(lines))
+        return payloads
+
+    @property
+    def pending(self) -> bool:
+        """True when bytes of an unfinished event are buffered."""
+        return bool(self._buf.strip())
+
+
+@dataclass
+class Transcript:
+    """One arm's output as it arrives (choice index 0)."""
+
+    vllm_request_id: str | None = None
+    text: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    token_times: list[float] = field(default_factory=list)
+    logprobs: list[tuple[str, float, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    t_first_token: float | None = None
+
+    def add(self, response: dict[str, Any], t: float, streamed: bool = True) -> None:
+        """Fold one chunk (or a whole body) arriving at time ``t`` into the transcript."""
+        if self.vllm_request_id is None and isinstance(response.get("id"), str):
+            self.vllm_request_id = response["id"]
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self.usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        for choice in response.get("choices") or ():
+            if choice.get("index", 0) == 0:
+                self._add_choice(choice, t, streamed)
+
+    def _add_choice(self, choice: dict[str, Any], t: float, streamed: bool) -> None:
+        delta = choice.get("delta") or choice.get("message") or {}
+        piece = delta.get("content") if isinstance(delta, dict) else None
+        if piece is None:
+            piece = choice.get("text")
+        if piece:
+            self.text.append(piece)
+        ids = choice.get("token_ids") or []
+        self.token_ids.extend(ids)
+        self._add_logprobs(choice.get("logprobs"))
+        count = len(ids) or (1 if piece else 0)
+        if count and streamed:
+            if self.t_first_token is None:
+                self.t_first_token = t
+            self.token_times.extend([t] * count)
+        if choice.get("finish_reason") is not None:
+            self.finish_reason = choice["finish_reason"]
+
+    def _add_logprobs(self, lp: Any) -> None:
+        if not isinstance(lp, dict):
+            return
+        if isinstance(lp.get("content"), list):  # chat layout
+            for pos in lp["content"]:
+                top = [(c["token"], c["logprob"]) for c in pos.get("top_logprobs") or ()]
+                self.logprobs.append((pos["token"], pos["logprob"], top))
+        elif isinstance(lp.get("tokens"), list):  # completions layout
+            tops = lp.get("top_logprobs") or [None] * len(lp["tokens"])
+            for tok, val, top in zip(lp["tokens"], lp.get("token_logprobs") or (), tops,
+                                     strict=False):
+                self.logprobs.append((tok, val, list((top or {}).items())))
+
+    def fill(self, outcome: ArmOutcome) -> None:
+        """Write the transcript into ``outcome`` (building the record models once)."""
+        outcome.vllm_request_id = self.vllm_request_id
+        outcome.text = "".join(self.text)
+        outcome.token_ids = self.token_ids
+        outcome.token_times = self.token_times
+        outcome.t_first_token = self.t_first_token
+        outcome.finish_reason = self.finish_reason
+        outcome.usage = self.usage
+        ids = self.token_ids if len(self.token_ids) == len(self.logprobs) else None
+        outcome.logprobs = [
+            PositionLogprobs(
+                token=tok,
+                logprob=_num(val),
+                token_id=ids[i] if ids else None,
+                top=[TopLogprob(token=t, logprob=_num(v)) for t, v in top],
+            )
+            for i, (tok, val, top) in enumerate(self.logprobs)
+        ]
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else float("-inf")

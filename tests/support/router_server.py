@@ -1,0 +1,88 @@
+"""Run the real router app on a real socket, in a thread, for tests.
+
+``RouterServer(settings, sink)`` serves ``abserve.router.create_app`` under uvicorn on a
+free 127.0.0.1 port; ``ListSink`` collects records in memory (a test of the router alone);
+pass ``sink=None`` to use the real store at ``settings.database_url``.
+``dev_settings(arms, tmp_path, **overrides)`` builds settings for arms given as
+``{"a": url, "b": url}`` (first one primary, dev mode, store under ``tmp_path``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from abserve.records import Exchange
+from abserve.router import RouterSettings, create_app
+from abserve.router.recording import ExchangeSink
+from tests.support.fake_upstream import free_port
+
+
+class ListSink:
+    """Records in memory, thread-safe enough for tests (append is atomic)."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+
+    def put(self, exchange: Exchange) -> None:
+        self.exchanges.append(exchange)
+
+    def wait_for(self, n: int, timeout_s: float = 5.0) -> list[Exchange]:
+        """Block until at least ``n`` records arrived; fail the test otherwise."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.exchanges) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {n} records, got {len(self.exchanges)}")
+            time.sleep(0.01)
+        return self.exchanges
+
+
+def dev_settings(arms: dict[str, str], tmp_path: Path, **overrides: Any) -> RouterSettings:
+    """Settings for local tests: dev mode, first arm primary, SQLite under ``tmp_path``."""
+    config: dict[str, Any] = {
+        "arms": {
+            name: {"url": url, "role": "candidate" if i else "baseline"}
+            for i, (name, url) in enumerate(arms.items())
+        },
+        "primary": next(iter(arms)),
+        "dev_mode": True,
+        "run_dir": str(tmp_path),
+        "run_id": "test-run",
+    }
+    config.update(overrides)
+    return RouterSettings(**config)
+
+
+class RouterServer:
+    """The router app under uvicorn in a background thread."""
+
+    def __init__(self, settings: RouterSettings, sink: ExchangeSink | None = None) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.app = create_app(settings, sink=sink)
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="info", access_log=False, backlog=2048
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> RouterServer:
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("router did not start")
+            time.sleep(0.005)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=30)
