@@ -23,9 +23,7 @@ from abserve.records import (
 VOCAB_TOP = 5  # candidates kept at each position
 
 
-def position(
-    token_id: int, alternatives: Sequence[int] = (), logprob: float = -0.1
-) -> PositionLogprobs:
+def position(token_id: int, alternatives: Sequence[int] = (), logprob: float = -0.1) -> PositionLogprobs:
     """The chosen ``token_id`` with top-k: itself first, then ``alternatives`` (or neighbours)."""
     alts = list(alternatives) or [token_id + 1, token_id + 2, token_id + 3, token_id + 4]
     top = [TopLogprob(token=f"t{token_id}", token_id=token_id, logprob=logprob)]
@@ -144,3 +142,38 @@ def run_info(
         provenance={"abserve_version": "0.1.0", "git_commit": "deadbeef", "seed": 7},
         arms=arms,
     )
+
+
+def ab_run(
+    n: int = 60,
+    *,
+    itl_shift: float = 0.0,
+    ttft_shift: float = 0.0,
+    arms: Sequence[str] = ("a", "b", "a2"),
+    seed: int = 0,
+    candidate_tokens: dict[int, list[int]] | None = None,
+    floor_tokens: dict[int, list[int]] | None = None,
+    items: Sequence[int] = (1, 4, 16, 64),
+    profiles: Sequence[str] = ("chat", "many-images"),
+    itl_per_item: float = 0.0,
+) -> list[Exchange]:
+    """``n`` exchanges on ``arms`` with noisy timings; arm ``b`` shifted by the given amounts.
+
+    ``candidate_tokens`` / ``floor_tokens`` replace b's / a2's tokens on the given exchange
+    indices; ``itl_per_item`` adds a b-only cost per image (a trend over items).
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = items[i % len(items)]
+        outs = []
+        for name in arms:
+            is_b = name == "b"
+            ttft = 0.05 + rng.normal(0, 0.002) + (ttft_shift if is_b else 0.0)
+            itl = 0.01 + rng.normal(0, 0.0004) + ((itl_shift + itl_per_item * k) if is_b else 0.0)
+            override = (candidate_tokens or {}) if is_b else (floor_tokens or {}) if name == "a2" else {}
+            outs.append(arm(name, override.get(i, [1, 2, 3, 4, 5, 6, 7, 8]), ttft=ttft, itl=itl))
+        out.append(exchange(i, outs, items=k, profile=profiles[i % len(profiles)]))
+    return out

@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
 EXACT_LIMIT = 400  # largest n for which the signed-rank null distribution is computed exactly
@@ -37,7 +37,7 @@ class Interval:
     confidence: float
 
 
-def _clean(values: Array | list[float]) -> Array:
+def _clean(values: ArrayLike) -> Array:
     arr = np.asarray(values, dtype=np.float64)
     return arr[np.isfinite(arr)]
 
@@ -80,7 +80,7 @@ def _walsh_at_or_below(sorted_d: Array, t: float) -> float:
     return float(((sorted_d[ok] + sorted_d[hi[ok]]) / 2.0).max())
 
 
-def walsh_order_statistic(d: Array | list[float], rank: int) -> float:
+def walsh_order_statistic(d: ArrayLike, rank: int) -> float:
     """The ``rank``-th smallest (1-based) Walsh average of ``d``, without building all of them."""
     s = np.sort(_clean(d))
     total = s.size * (s.size + 1) // 2
@@ -100,7 +100,7 @@ def walsh_order_statistic(d: Array | list[float], rank: int) -> float:
     return _walsh_at_or_below(s, hi)
 
 
-def hodges_lehmann(diffs: Array | list[float], confidence: float = 0.95) -> Interval:
+def hodges_lehmann(diffs: ArrayLike, confidence: float = 0.95) -> Interval:
     """One-sample Hodges–Lehmann estimate of paired differences, with its signed-rank interval.
 
     When n is too small for any interval at this confidence, the bounds are infinite.
@@ -113,9 +113,7 @@ def hodges_lehmann(diffs: Array | list[float], confidence: float = 0.95) -> Inte
     if total % 2:
         estimate = walsh_order_statistic(d, (total + 1) // 2)
     else:
-        estimate = (
-            walsh_order_statistic(d, total // 2) + walsh_order_statistic(d, total // 2 + 1)
-        ) / 2
+        estimate = (walsh_order_statistic(d, total // 2) + walsh_order_statistic(d, total // 2 + 1)) / 2
     k = signed_rank_critical(n, confidence)
     if k < 0:
         return Interval(estimate, -math.inf, math.inf, n, confidence)
@@ -125,8 +123,8 @@ def hodges_lehmann(diffs: Array | list[float], confidence: float = 0.95) -> Inte
 
 
 def bootstrap_quantile_diff(
-    baseline: Array | list[float],
-    candidate: Array | list[float],
+    baseline: ArrayLike,
+    candidate: ArrayLike,
     q: float,
     *,
     confidence: float = 0.95,
@@ -186,9 +184,7 @@ class Trend:
     confidence: float
 
 
-def theil_sen_trend(
-    x: Array | list[float], y: Array | list[float], confidence: float = 0.95
-) -> Trend | None:
+def theil_sen_trend(x: ArrayLike, y: ArrayLike, confidence: float = 0.95) -> Trend | None:
     """Robust slope of ``y`` on ``x`` with its interval; None with fewer than 3 points or one x."""
     xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(xs) & np.isfinite(ys)
@@ -198,12 +194,10 @@ def theil_sen_trend(
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = sps.theilslopes(ys, xs, alpha=confidence)
-    return Trend(
-        float(res.slope), float(res.low_slope), float(res.high_slope), int(xs.size), confidence
-    )
+    return Trend(float(res.slope), float(res.low_slope), float(res.high_slope), int(xs.size), confidence)
 
 
-def quantiles(values: Array | list[float], qs: tuple[float, ...]) -> list[float]:
+def quantiles(values: ArrayLike, qs: tuple[float, ...]) -> list[float]:
     """Quantiles of the finite values (NaN when there are none)."""
     v = _clean(values)
     if v.size == 0:
