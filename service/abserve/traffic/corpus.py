@@ -1,0 +1,256 @@
+"""The request corpus: seeded, byte-identical, sharded, written and replayed as JSONL.
+
+Entry ``i`` of a corpus is a pure function of (profile, seed, i, model) — and, for
+``chunk-boundary``, of the server's tokenization — so any worker can build exactly its own
+shard (indices ``i % shards == shard``) and the union of all shards is the corpus built by one
+process. Bodies are serialized once, here, before any clock starts; sending is copying bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from abserve.records import TAG_HEADER_PREFIX
+from abserve.traffic.calibrate import Span, Tokenizer, find_image_token, place_spans
+from abserve.traffic.images import EncodedImage, make_image
+from abserve.traffic.profiles import TrafficProfile
+
+CHAT_PATH = "/v1/chat/completions"
+PAD_WORD = "a"  # one token in any tokenizer we know; calibration verifies it anyway
+# Everyday words; the tiny model's tokenizer was trained on text containing all of them.
+WORDS = tuple(
+    "the morning light came slowly over hills and small town woke to sound of bells a baker "  # noqa: SIM905
+    "opened door his shop set out bread rolls cakes on wooden table children ran along river "
+    "with red kite laughing as wind pulled it higher old woman sat bench near fountain fed "
+    "pigeons from paper bag market filled people buying apples pears onions carrots fish "
+    "cheese flowers dog barked at cat wall looked down yawned went back sleep describe "
+    "picture in detail what do you see this image how many objects are there please each "
+    "briefly then compare first last photo shows blue car parked beside green tree under "
+    "cloudy grey sky second man yellow coat is walking across bridge rain third contains "
+    "three cups teapot plate cookies spoon look chart sales rose units"
+.split())
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """One request, ready to send: the body bytes and the tags that go in headers."""
+
+    index: int
+    body: bytes
+    tags: dict[str, str]
+    n_images: int
+    image_bytes: int
+    image_hashes: tuple[str, ...]
+    token_estimate: int
+    spans: tuple[Span, ...] = field(default=())
+
+    def headers(self, run_id: str) -> dict[str, str]:
+        """HTTP headers for sending this entry in run ``run_id``."""
+        return {"content-type": "application/json", f"{TAG_HEADER_PREFIX}run-id": run_id,
+                **self.tags}
+
+
+def derive_seed(*parts: object) -> int:
+    """A 64-bit seed from any parts, stable across processes (unlike ``hash``)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def shard_indices(n: int, shard: int = 0, shards: int = 1) -> range:
+    """The corpus indices a worker owns; shards are disjoint and cover ``range(n)``."""
+    if shards < 1 or not 0 <= shard < shards:
+        raise ValueError(f"shard {shard} of {shards} is not a valid shard")
+    return range(shard, n, shards)
+
+
+def build_corpus(profile: TrafficProfile, seed: int, n: int, model: str, *, shard: int = 0,
+                 shards: int = 1, tokenizer: Tokenizer | None = None) -> list[CorpusEntry]:
+    """Build this shard's entries of an ``n``-request corpus."""
+    if n < 1:
+        raise ValueError("a corpus needs at least one request")
+    if profile.chunk_boundary is not None and tokenizer is None:
+        raise ValueError(f"profile {profile.name!r} places spans on chunk boundaries and needs "
+                         "the server's /tokenize (pass a tokenizer)")
+    image_token = None
+    if tokenizer is not None and profile.chunk_boundary is not None:
+        probe = _image_for(profile, seed, -1, 0, random.Random(0))
+        image_token = find_image_token(tokenizer, probe.data_url)
+    return [build_entry(profile, seed, i, model, tokenizer, image_token)
+            for i in shard_indices(n, shard, shards)]
+
+
+def build_entry(profile: TrafficProfile, seed: int, index: int, model: str,
+                tokenizer: Tokenizer | None = None, image_token: int | None = None) -> CorpusEntry:
+    """Entry ``index`` of the corpus for (profile, seed)."""
+    rng = random.Random(derive_seed(seed, profile.name, index))
+    n_images = rng.randint(*profile.images.count)
+    images = [_image_for(profile, seed, index, j, rng) for j in range(n_images)]
+    n_words = rng.randint(*profile.text.words)
+    words = _words(profile, seed, rng, n_words)
+    spans: tuple[Span, ...] = ()
+    if profile.chunk_boundary is not None and tokenizer is not None and image_token is not None:
+        content, spans, n_tokens = _boundary_content(profile, seed, index, images, tokenizer,
+                                                     image_token)
+        estimate = n_tokens
+    else:
+        content = _layout(profile, images, words)
+        estimate = len(words) + n_images * profile.tokens_per_image_estimate
+    body = _body(profile, model, content, derive_seed(seed, profile.name, index, "sampling"))
+    tags = {
+        f"{TAG_HEADER_PREFIX}profile": profile.name,
+        f"{TAG_HEADER_PREFIX}items": str(n_images),
+        f"{TAG_HEADER_PREFIX}token-estimate": str(estimate),
+        f"{TAG_HEADER_PREFIX}corpus-index": str(index),
+        f"{TAG_HEADER_PREFIX}seed": str(seed),
+    }
+    return CorpusEntry(index, body, tags, n_images, sum(im.n_bytes for im in images),
+                       tuple(im.sha256 for im in images), estimate, spans)
+
+
+def _image_for(profile: TrafficProfile, seed: int, index: int, j: int,
+               rng: random.Random) -> EncodedImage:
+    spec = profile.images
+    if spec.pool_size is not None:
+        slot = j if spec.pool_order == "fixed" else rng.randrange(spec.pool_size)
+        return _pool_image(profile, seed, slot)
+    width, height = rng.choice(spec.sizes)
+    fmt = rng.choice(spec.formats)
+    return make_image(derive_seed(seed, profile.name, index, "image", j), width, height, fmt,
+                      spec.jpeg_quality)
+
+
+def _pool_image(profile: TrafficProfile, seed: int, slot: int) -> EncodedImage:
+    spec = profile.images
+    rng = random.Random(derive_seed(seed, profile.name, "pool", slot))
+    width, height = rng.choice(spec.sizes)
+    return _cached_image(derive_seed(seed, profile.name, "pool-image", slot), width, height,
+                         rng.choice(spec.formats), spec.jpeg_quality)
+
+
+@lru_cache(maxsize=4096)
+def _cached_image(seed: int, width: int, height: int, fmt: str, quality: int) -> EncodedImage:
+    return make_image(seed, width, height, "png" if fmt == "png" else "jpeg", quality)
+
+
+def _words(profile: TrafficProfile, seed: int, rng: random.Random, n: int) -> list[str]:
+    shared = min(profile.text.shared_prefix_words, n)
+    prefix_rng = random.Random(derive_seed(seed, profile.name, "prefix"))
+    prefix = [prefix_rng.choice(WORDS) for _ in range(shared)]
+    return prefix + [rng.choice(WORDS) for _ in range(n - shared)]
+
+
+def _text(words: Iterable[str]) -> dict[str, Any]:
+    return {"type": "text", "text": " ".join(words)}
+
+
+def _image_part(image: EncodedImage) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": image.data_url}}
+
+
+def _layout(profile: TrafficProfile, images: list[EncodedImage],
+            words: list[str]) -> list[dict[str, Any]]:
+    image_parts = [_image_part(im) for im in images]
+    if profile.layout == "images_first":
+        parts = [*image_parts, _text(words)]
+    elif profile.layout == "text_first":
+        parts = [_text(words), *image_parts]
+    else:
+        pieces = len(images) + 1
+        cuts = [round(k * len(words) / pieces) for k in range(pieces + 1)]
+        parts = []
+        for k in range(pieces):
+            parts.append(_text(words[cuts[k]:cuts[k + 1]]))
+            if k < len(images):
+                parts.append(image_parts[k])
+    return [p for p in parts if p["type"] != "text" or p["text"]]
+
+
+def _boundary_content(profile: TrafficProfile, seed: int, index: int,
+                      images: list[EncodedImage], tokenizer: Tokenizer,
+                      image_token: int) -> tuple[list[dict[str, Any]], tuple[Span, ...], int]:
+    spec = profile.chunk_boundary
+    assert spec is not None
+    streams = [random.Random(derive_seed(seed, profile.name, index, "filler", k))
+               for k in range(len(images) + 1)]
+    pools = [[s.choice(WORDS) for _ in range(64)] for s in streams]
+
+    def filler(k: int, n: int) -> list[str]:
+        pool = pools[k]
+        return [pool[i % len(pool)] for i in range(n)]
+
+    def render_content(fillers: list[tuple[int, int]]) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        for k, image in enumerate(images):
+            words, pads = fillers[k]
+            parts.append(_text([*filler(k, words), *[PAD_WORD] * pads]))
+            parts.append(_image_part(image))
+        parts.append(_text(filler(len(images), spec.tail_words)))
+        return [p for p in parts if p["type"] != "text" or p["text"]]
+
+    placements = [spec.placements[(index + k) % len(spec.placements)] for k in range(len(images))]
+    fillers, spans, n_tokens = place_spans(
+        lambda f: [{"role": "user", "content": render_content(f)}], len(images), tokenizer,
+        image_token, spec, placements, reserve=profile.max_tokens)
+    return render_content(fillers), tuple(spans), n_tokens
+
+
+def _body(profile: TrafficProfile, model: str, content: list[dict[str, Any]],
+          sampling_seed: int) -> bytes:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": profile.max_tokens,
+        "temperature": profile.temperature,
+        "stream": profile.stream,
+    }
+    if profile.stream:
+        body["stream_options"] = {"include_usage": True}
+    if profile.ignore_eos:
+        body["ignore_eos"] = True
+    if profile.temperature > 0:
+        body["seed"] = sampling_seed % (2**31)
+    return orjson.dumps(body)
+
+
+def write_jsonl(entries: Iterable[CorpusEntry], path: Path) -> int:
+    """Write entries one per line (body embedded as JSON); returns the count."""
+    n = 0
+    with path.open("wb") as fh:
+        for e in entries:
+            record = {"index": e.index, "tags": e.tags, "n_images": e.n_images,
+                      "image_bytes": e.image_bytes, "image_hashes": list(e.image_hashes),
+                      "token_estimate": e.token_estimate,
+                      "spans": [[s.offset, s.length, s.boundary, s.placement] for s in e.spans],
+                      "body_sha256": hashlib.sha256(e.body).hexdigest(),
+                      "body": orjson.Fragment(e.body)}
+            fh.write(orjson.dumps(record) + b"\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: Path, shard: int = 0, shards: int = 1) -> list[CorpusEntry]:
+    """Replay a written corpus (this shard's part), checking every body's hash."""
+    out: list[CorpusEntry] = []
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            rec = orjson.loads(line)
+            if rec["index"] % shards != shard:
+                continue
+            body = orjson.dumps(rec["body"])
+            if hashlib.sha256(body).hexdigest() != rec["body_sha256"]:
+                raise ValueError(f"{path}:{lineno}: body does not match its recorded hash")
+            spans = tuple(Span(o, n, b, p) for o, n, b, p in rec["spans"])
+            out.append(CorpusEntry(rec["index"], body, rec["tags"], rec["n_images"],
+                                   rec["image_bytes"], tuple(rec["image_hashes"]),
+                                   rec["token_estimate"], spans))
+    return out

@@ -1,0 +1,192 @@
+"""Locust glue: options, the per-process run state, and the user that sends the corpus.
+
+``loadtest/locustfile.py`` imports this module; everything Locust-specific lives here and
+everything else (corpus, shapes, timing) is plain Python. Each process (local runner or worker)
+builds only its shard of the corpus in ``test_start`` — in a thread, so worker heartbeats keep
+flowing — before any user starts, so the clock never includes building or base64-encoding.
+
+Bounded runs stop themselves: with ``--abserve-requests N`` each worker sends its shard once
+and reports ``abserve_done`` to the master, which quits when every shard is done; with
+``--abserve-duration S`` users cycle their shard until S seconds have passed. Either way a
+run stops early when its error rate passes ``--abserve-max-error-rate``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust import User, events, task
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+from abserve.traffic.run_state import RunOptions, RunState, build_state
+from abserve.traffic.sender import make_pool, send_entry
+
+log = logging.getLogger("abserve.traffic")
+EXIT_ERROR_RATE = 3
+EXIT_SETUP = 2
+_STATE: dict[str, Any] = {"run": None, "done": set(), "reason": None}
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser: Any) -> None:
+    group = parser.add_argument_group("abserve", "abserve traffic (see abserve.traffic)")
+    add = group.add_argument
+    add("--abserve-profile", default="multi-image-long-context", help="profile name or YAML path")
+    add("--abserve-corpus", default="", help="replay this corpus JSONL instead of building")
+    add("--abserve-set", default="", help="profile overrides 'key=value;key=value'")
+    add("--abserve-requests", type=int, default=0, help="send exactly N requests, then stop")
+    add("--abserve-duration", type=float, default=0.0, help="or run for S seconds")
+    add("--abserve-corpus-size", type=int, default=64, help="corpus size in duration mode")
+    add("--abserve-shape", default="closed", help="closed|constant|poisson|step|sweep")
+    add("--abserve-rate", type=float, default=0.0, help="requests/s for open-loop shapes")
+    add("--abserve-steps", type=int, default=4, help="steps of the step shape")
+    add("--abserve-sweep-rates", default="", help="comma-separated rates for sweep")
+    add("--abserve-seed", type=int, default=-1, help="corpus seed (-1: the profile's)")
+    add("--abserve-run-id", default="", help="run id tag (default: a fresh one)")
+    add("--abserve-out", default="abserve-load", help="directory for timings and summaries")
+    add("--abserve-max-error-rate", type=float, default=0.2, help="stop early above this")
+    add("--abserve-min-requests", type=int, default=10, help="judge error rate after N")
+    add("--abserve-model", default="", help="model name (default: the profile's or /v1/models)")
+    add("--abserve-tokenize-url", default="", help="server for /tokenize (default: the host)")
+    add("--abserve-timeout", type=float, default=600.0, help="per-request read timeout, s")
+    add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        runner.register_message("abserve_done", _master_on_done)
+        runner.register_message("abserve_abort", _master_on_abort)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    opts = _opts(environment)
+    _STATE.update(run=None, done=set(), reason=None)
+    if isinstance(runner, MasterRunner):
+        if not opts.abserve_shards:
+            opts.abserve_shards = runner.worker_count
+        if (runner.target_user_count or 0) < opts.abserve_shards:
+            _abort(environment, "setup: fewer users than workers; every worker needs a user "
+                   "to send its shard", EXIT_SETUP)
+        return
+    shards, shard, node = 1, 0, "local"
+    if isinstance(runner, WorkerRunner):
+        shards = opts.abserve_shards or opts.expect_workers or 1
+        shard, node = runner.worker_index, f"worker{runner.worker_index}"
+    try:
+        options = RunOptions.from_namespace(opts, environment.host or "", shard, shards, node)
+        state = gevent.get_hub().threadpool.apply(build_state, (options,))
+    except Exception as exc:  # a setup error ends the run with a clear message
+        log.error("abserve: load setup failed: %s", exc)
+        _abort(environment, f"setup: {exc}", EXIT_SETUP)
+        return
+    _STATE["run"] = state
+    log.info("abserve: %s built %d requests (shard %d of %d) before the clock started",
+             node, len(state.entries), shard, shards)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    state: RunState | None = _STATE["run"]
+    opts = _opts(environment)
+    runner = environment.runner
+    node = "master" if isinstance(runner, MasterRunner) else state.options.node if state else "?"
+    summary: dict[str, Any] = {"node": node, "stop_reason": _STATE["reason"],
+                               "done_shards": sorted(_STATE["done"])}
+    if state is not None:
+        summary.update(state.counts())
+        state.close()
+    out = Path(opts.abserve_out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"node-{node}-{os.getpid()}.json").write_text(json.dumps(summary))
+
+
+class ChatUser(User):
+    """Sends this process's corpus shard to ``{host}/v1/chat/completions``, streaming."""
+
+    def on_start(self) -> None:
+        self.pool = make_pool(1)
+
+    @task
+    def send(self) -> None:
+        state: RunState | None = _STATE["run"]
+        if state is None:
+            raise StopUser()
+        job = state.take()
+        if job is None:
+            self._maybe_finish(state)
+            raise StopUser()
+        opts = state.options
+        record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
+                            profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
+                            arrival=job.arrival, scheduled_at=job.scheduled_at)
+        state.finish(record)
+        self.environment.events.request.fire(
+            request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,
+            response_length=0, exception=RuntimeError(record.error) if record.error else None,
+            context={"corpus_index": record.corpus_index})
+        if state.error_rate_exceeded():
+            _abort(self.environment, "error_rate", EXIT_ERROR_RATE)
+            raise StopUser()
+        self._maybe_finish(state)
+
+    def _maybe_finish(self, state: RunState) -> None:
+        if state.finished() and state.claim_finish():
+            _finish(self.environment, state)
+
+
+def _opts(environment: Environment) -> Any:
+    if environment.parsed_options is None:
+        raise RuntimeError("abserve load needs Locust's parsed options")
+    return environment.parsed_options
+
+
+def _finish(environment: Environment, state: RunState) -> None:
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        runner.send_message("abserve_done", {"shard": state.options.shard, **state.counts()})
+    elif isinstance(runner, LocalRunner):
+        _STATE["reason"] = _STATE["reason"] or "completed"
+        _end(environment)
+
+
+def _abort(environment: Environment, reason: str, code: int) -> None:
+    runner = environment.runner
+    if _STATE["reason"] is None:
+        _STATE["reason"] = reason
+    environment.process_exit_code = code
+    if isinstance(runner, WorkerRunner):
+        runner.send_message("abserve_abort", {"reason": reason, "code": code})
+    else:
+        _end(environment)
+
+
+def _end(environment: Environment) -> None:
+    runner = environment.runner
+    if runner is None:
+        return
+    headless = bool(environment.parsed_options and environment.parsed_options.headless)
+    gevent.spawn(runner.quit if headless else runner.stop)
+
+
+def _master_on_done(environment: Environment, msg: Any, **_: Any) -> None:
+    _STATE["done"].add(int(msg.data["shard"]))
+    if len(_STATE["done"]) >= _opts(environment).abserve_shards:
+        _STATE["reason"] = _STATE["reason"] or "completed"
+        _end(environment)
+
+
+def _master_on_abort(environment: Environment, msg: Any, **_: Any) -> None:
+    _STATE["reason"] = _STATE["reason"] or str(msg.data["reason"])
+    environment.process_exit_code = int(msg.data["code"])
+    _end(environment)

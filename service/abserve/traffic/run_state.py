@@ -1,0 +1,210 @@
+"""One load process's run: its options, its corpus shard, its plan and its counters.
+
+Kept free of Locust so the bookkeeping (which request next, when, and when the run is over)
+is plain, testable Python. ``take`` hands out the next request (sleeping until its planned
+time for open-loop shapes; gevent makes the sleep cooperative under Locust), ``finish``
+records the outcome.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from argparse import Namespace
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from abserve.traffic.calibrate import HttpTokenizer
+from abserve.traffic.corpus import CorpusEntry, build_corpus, read_jsonl
+from abserve.traffic.profiles import load_profile, parse_overrides
+from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
+from abserve.traffic.timing import TimingRecord, TimingWriter
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything one load process needs to know, validated."""
+
+    host: str
+    profile: str
+    overrides: dict[str, Any]
+    corpus_path: Path | None
+    requests: int
+    duration: float
+    corpus_size: int
+    shape: ShapeName
+    rate: float
+    steps: int
+    sweep_rates: list[float]
+    seed: int | None
+    run_id: str
+    out_dir: Path
+    max_error_rate: float
+    min_requests: int
+    model: str
+    tokenize_url: str
+    timeout_s: float
+    shard: int = 0
+    shards: int = 1
+    node: str = "local"
+    profile_name: str = ""
+
+    @classmethod
+    def from_namespace(cls, ns: Namespace, host: str, shard: int, shards: int,
+                       node: str) -> RunOptions:
+        """From Locust's parsed options (the ``--abserve-*`` flags)."""
+        if ns.abserve_shape not in SHAPES:
+            raise ValueError(f"unknown shape {ns.abserve_shape!r} (one of {', '.join(SHAPES)})")
+        if (ns.abserve_requests > 0) == (ns.abserve_duration > 0):
+            raise ValueError("give exactly one of --abserve-requests N or --abserve-duration S")
+        if not host:
+            raise ValueError("no target host; pass --host URL")
+        if not 0 <= shard < shards:
+            raise ValueError(f"worker index {shard} is outside {shards} shards")
+        pairs = [p for p in ns.abserve_set.split(";") if p.strip()]
+        rates = [float(r) for r in ns.abserve_sweep_rates.split(",") if r.strip()]
+        return cls(
+            host=host, profile=ns.abserve_profile, overrides=parse_overrides(pairs),
+            corpus_path=Path(ns.abserve_corpus) if ns.abserve_corpus else None,
+            requests=ns.abserve_requests, duration=ns.abserve_duration,
+            corpus_size=ns.abserve_corpus_size, shape=ns.abserve_shape, rate=ns.abserve_rate,
+            steps=ns.abserve_steps, sweep_rates=rates,
+            seed=None if ns.abserve_seed < 0 else ns.abserve_seed,
+            run_id=ns.abserve_run_id or f"load-{uuid.uuid4().hex[:12]}",
+            out_dir=Path(ns.abserve_out), max_error_rate=ns.abserve_max_error_rate,
+            min_requests=ns.abserve_min_requests, model=ns.abserve_model,
+            tokenize_url=ns.abserve_tokenize_url, timeout_s=ns.abserve_timeout,
+            shard=shard, shards=shards, node=node)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One send: the entry, its planned arrival (open loop) and the perf_counter deadline."""
+
+    entry: CorpusEntry
+    arrival: Arrival | None
+    scheduled_at: float | None
+
+
+class RunState:
+    """The mutable side of one process's run."""
+
+    def __init__(self, options: RunOptions, entries: list[CorpusEntry],
+                 plan: list[Arrival] | None) -> None:
+        if not entries:
+            raise ValueError(f"shard {options.shard} of {options.shards} has no requests; "
+                             "send at least as many requests as there are workers")
+        self.options = options
+        self.entries = entries
+        self.plan = plan
+        self.writer = TimingWriter(options.out_dir / f"timings-{options.node}.jsonl")
+        self._next = 0
+        self._origin: float | None = None
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.sent = 0
+        self.failures = 0
+        self.exhausted = False
+        self._finish_claimed = False
+
+    def take(self) -> Job | None:
+        """The next request to send, or ``None`` when this process has nothing left."""
+        with self._lock:
+            now = time.perf_counter()
+            if self._origin is None:
+                self._origin = now
+            job = self._next_job(now - self._origin)
+            if job is None:
+                self.exhausted = True
+                return None
+            self.in_flight += 1
+        if job.scheduled_at is not None:
+            time.sleep(max(0.0, job.scheduled_at - time.perf_counter()))
+        return job
+
+    def _next_job(self, elapsed: float) -> Job | None:
+        opts, k = self.options, self._next
+        if self.plan is not None:
+            if k >= len(self.plan):
+                return None
+            arrival = self.plan[k]
+            self._next += 1
+            assert self._origin is not None
+            return Job(self.entries[k % len(self.entries)], arrival, self._origin + arrival.offset)
+        if opts.requests and k >= len(self.entries):
+            return None
+        if opts.duration and elapsed >= opts.duration:
+            return None
+        self._next += 1
+        return Job(self.entries[k % len(self.entries)], None, None)
+
+    def finish(self, record: TimingRecord) -> None:
+        """Count and write one finished request."""
+        self.writer.write(record)
+        with self._lock:
+            self.in_flight -= 1
+            self.sent += 1
+            self.failures += 0 if record.ok else 1
+
+    def error_rate_exceeded(self) -> bool:
+        opts = self.options
+        return self.sent >= opts.min_requests and self.failures > opts.max_error_rate * self.sent
+
+    def finished(self) -> bool:
+        return self.exhausted and self.in_flight == 0
+
+    def claim_finish(self) -> bool:
+        """True exactly once, for the user that ends this process's part of the run."""
+        with self._lock:
+            if self._finish_claimed:
+                return False
+            self._finish_claimed = True
+            return True
+
+    def counts(self) -> dict[str, Any]:
+        return {"shard": self.options.shard, "shards": self.options.shards,
+                "planned": len(self.plan) if self.plan is not None else len(self.entries),
+                "sent": self.sent, "failures": self.failures, "run_id": self.options.run_id,
+                "timings": str(self.writer.path)}
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def build_state(options: RunOptions) -> RunState:
+    """Build (or replay) this shard's corpus and plan; everything before the clock starts."""
+    profile = load_profile(options.profile, options.overrides)
+    seed = profile.seed if options.seed is None else options.seed
+    n = options.requests or options.corpus_size
+    if options.corpus_path is not None:
+        entries = read_jsonl(options.corpus_path, options.shard, options.shards)
+    else:
+        model = options.model or profile.model or discover_model(options.host)
+        tokenizer = None
+        if profile.chunk_boundary is not None:
+            url = options.tokenize_url or profile.chunk_boundary.tokenize_url or options.host
+            tokenizer = HttpTokenizer(url, model)
+        entries = build_corpus(profile, seed, n, model, shard=options.shard,
+                               shards=options.shards, tokenizer=tokenizer)
+    plan = plan_arrivals(options.shape, options.rate,
+                         count=options.requests or None, duration=options.duration or None,
+                         seed=seed, steps=options.steps, sweep_rates=options.sweep_rates or None)
+    if plan is not None:
+        plan = shard_arrivals(plan, options.shard, options.shards)
+    named = RunOptions(**{**options.__dict__, "profile_name": profile.name})
+    return RunState(named, entries, plan)
+
+
+def discover_model(host: str) -> str:
+    """The first model the server lists at ``/v1/models``."""
+    try:
+        resp = httpx.get(host.rstrip("/") + "/v1/models", timeout=30.0)
+        resp.raise_for_status()
+        return str(resp.json()["data"][0]["id"])
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"could not ask {host}/v1/models for the model name ({exc}); "
+                         "pass --model") from exc

@@ -1,0 +1,131 @@
+"""``run_load``: one bounded, headless Locust run in a subprocess, and what it sent.
+
+The orchestrator and ``abserve load`` call this. Locust runs in its own process (gevent's
+monkey-patching must not leak into the caller); the run stops by itself after its request
+count or duration, or early when the error rate passes the limit. The per-request timings of
+every process are merged into ``out_dir/timings.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abserve.traffic.shapes import SHAPES, ShapeName
+from abserve.traffic.timing import read_timings
+
+LOCUSTFILE = Path(__file__).resolve().parents[3] / "loadtest" / "locustfile.py"
+EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit"}
+
+
+class LoadError(RuntimeError):
+    """The load run could not start or did not finish as asked."""
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """What a load run sent and where its per-request timings are."""
+
+    run_id: str
+    profile: str
+    requests_sent: int
+    failures: int
+    timings_path: Path
+    stop_reason: str | None
+    exit_code: int
+    out_dir: Path
+    log_path: Path
+    nodes: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def error_rate(self) -> float:
+        return self.failures / self.requests_sent if self.requests_sent else 0.0
+
+
+def locust_args(profile: str | Path, host: str, *, requests: int | None, duration: float | None,
+                users: int, seed: int | None, run_id: str, out_dir: Path, shape: ShapeName,
+                rate: float, max_error_rate: float, model: str | None,
+                tokenize_url: str | None, overrides: list[str], timeout_s: float,
+                corpus: Path | None, sweep_rates: list[float] | None) -> list[str]:
+    """The ``--abserve-*`` options (shared by local, master and worker processes)."""
+    if shape not in SHAPES:
+        raise LoadError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+    if (requests is None) == (duration is None):
+        raise LoadError("give exactly one of requests or duration")
+    if shape != "closed" and rate <= 0 and not sweep_rates:
+        raise LoadError(f"shape {shape!r} needs a positive rate")
+    args = ["--host", host, "--abserve-profile", str(profile), "--abserve-run-id", run_id,
+            "--abserve-out", str(out_dir), "--abserve-shape", shape,
+            "--abserve-rate", str(rate), "--abserve-max-error-rate", str(max_error_rate),
+            "--abserve-timeout", str(timeout_s)]
+    args += ["--abserve-requests", str(requests)] if requests else [
+        "--abserve-duration", str(duration)]
+    optional = {"--abserve-seed": seed, "--abserve-model": model,
+                "--abserve-tokenize-url": tokenize_url, "--abserve-corpus": corpus,
+                "--abserve-set": ";".join(overrides) if overrides else None,
+                "--abserve-sweep-rates": ",".join(map(str, sweep_rates)) if sweep_rates else None}
+    for flag, value in optional.items():
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def run_load(profile: str | Path, host: str, *, requests: int | None = None, users: int = 4,
+             seed: int | None = None, run_id: str, out_dir: Path, duration: float | None = None,
+             shape: ShapeName = "closed", rate: float = 0.0, max_error_rate: float = 0.2,
+             model: str | None = None, tokenize_url: str | None = None,
+             overrides: list[str] | None = None, timeout_s: float = 600.0,
+             corpus: Path | None = None, sweep_rates: list[float] | None = None,
+             processes: int = 1, deadline_s: float | None = None) -> LoadSummary:
+    """Run headless Locust until the load is sent (or stopped early) and summarize it."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob("timings-*.jsonl"), *out_dir.glob("node-*.json")]:
+        stale.unlink()
+    if not LOCUSTFILE.is_file():
+        raise LoadError(f"locustfile not found at {LOCUSTFILE}")
+    common = locust_args(profile, host, requests=requests, duration=duration, users=users,
+                         seed=seed, run_id=run_id, out_dir=out_dir, shape=shape, rate=rate,
+                         max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
+                         overrides=overrides or [], timeout_s=timeout_s, corpus=corpus,
+                         sweep_rates=sweep_rates)
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
+           "-r", str(users), "--only-summary", "--stop-timeout", "5", *common]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    budget = deadline_s or ((duration or 0) + timeout_s + 120)
+    cmd += ["--run-time", f"{int(budget)}s"]
+    log_path = out_dir / "locust.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log_path.open("w") as log:
+        try:
+            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                  timeout=budget + 60, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise LoadError(f"load run did not stop within {budget + 60:.0f}s; see {log_path}") \
+                from exc
+    return summarize(out_dir, run_id, str(profile), proc.returncode, log_path)
+
+
+def summarize(out_dir: Path, run_id: str, profile: str, exit_code: int,
+              log_path: Path) -> LoadSummary:
+    """Merge the per-process timing files and node summaries of a finished run."""
+    nodes = [json.loads(p.read_text()) for p in sorted(out_dir.glob("node-*.json"))]
+    reasons = [n["stop_reason"] for n in nodes if n.get("stop_reason")]
+    if exit_code == 2 or any(str(r).startswith("setup") for r in reasons):
+        detail = next((r for r in reasons if str(r).startswith("setup")), "see the log")
+        raise LoadError(f"load setup failed: {detail} (log: {log_path})")
+    parts = sorted(out_dir.glob("timings-*.jsonl"))
+    records = read_timings(parts)
+    merged = out_dir / "timings.jsonl"
+    with merged.open("wb") as fh:
+        for part in parts:
+            fh.write(part.read_bytes())
+    return LoadSummary(run_id=run_id, profile=profile, requests_sent=len(records),
+                       failures=sum(not r.ok for r in records), timings_path=merged,
+                       stop_reason=reasons[0] if reasons else None, exit_code=exit_code,
+                       out_dir=out_dir, log_path=log_path, nodes=nodes)
