@@ -29,6 +29,9 @@ def _register() -> None:
     from abserve.router import commands as router_commands
 
     router_commands.register(app)
+    from abserve.traffic import commands as traffic_commands
+
+    traffic_commands.register(app)
 
 
 _register()

@@ -1,0 +1,87 @@
+"""CLI commands of the traffic area: ``abserve load`` (bounded headless Locust) and
+``abserve corpus`` (write a corpus to JSONL for replay or inspection)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ShapeOpt = Annotated[str, typer.Option(help="closed | constant | poisson | step | sweep")]
+
+
+def register(app: typer.Typer) -> None:
+    """Attach this area's commands to the root CLI."""
+    app.command("load")(load)
+    app.command("corpus")(corpus)
+
+
+def load(
+    profile: Annotated[str, typer.Option(help="profile name (configs/traffic) or YAML path")],
+    host: Annotated[str, typer.Option(help="router or OpenAI-compatible server URL")],
+    requests: Annotated[int | None, typer.Option(help="send exactly N requests")] = None,
+    duration: Annotated[float | None, typer.Option(help="or run for S seconds")] = None,
+    users: Annotated[int, typer.Option(help="concurrent users (open loop: pool)")] = 4,
+    shape: ShapeOpt = "closed",
+    rate: Annotated[float, typer.Option(help="requests/s for open-loop shapes")] = 0.0,
+    sweep_rates: Annotated[str, typer.Option(help="comma-separated rates for sweep")] = "",
+    seed: Annotated[int | None, typer.Option(help="corpus seed (default: profile's)")] = None,
+    run_id: Annotated[str | None, typer.Option(help="run id tag")] = None,
+    out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/load"),
+    max_error_rate: Annotated[float, typer.Option(help="stop early above this")] = 0.2,
+    model: Annotated[str | None, typer.Option(help="model name")] = None,
+    tokenize_url: Annotated[str | None, typer.Option(help="/tokenize server")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,
+    corpus_file: Annotated[Path | None, typer.Option("--corpus", help="replay JSONL")] = None,
+    processes: Annotated[int, typer.Option(help="Locust worker processes")] = 1,
+) -> None:
+    """Send a bounded load of one traffic profile and write per-request timings."""
+    from abserve.traffic.runner import LoadError, run_load
+
+    if (requests is None) == (duration is None):
+        raise typer.BadParameter("give exactly one of --requests or --duration")
+    rid = run_id or f"load-{uuid.uuid4().hex[:12]}"
+    rates = [float(r) for r in sweep_rates.split(",") if r.strip()] or None
+    try:
+        summary = run_load(profile, host, requests=requests, duration=duration, users=users,
+                           seed=seed, run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
+                           rate=rate, max_error_rate=max_error_rate, model=model,
+                           tokenize_url=tokenize_url, overrides=set_ or [], corpus=corpus_file,
+                           sweep_rates=rates, processes=processes)
+    except LoadError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"run {summary.run_id}: {summary.requests_sent} requests, {summary.failures} "
+               f"failed ({summary.stop_reason or 'stopped'}); timings: {summary.timings_path}")
+    if summary.stop_reason == "error_rate":
+        raise typer.Exit(3)
+
+
+def corpus(
+    profile: Annotated[str, typer.Option(help="profile name or YAML path")],
+    out: Annotated[Path, typer.Option(help="JSONL file to write")],
+    requests: Annotated[int, typer.Option(help="corpus size")] = 16,
+    seed: Annotated[int | None, typer.Option(help="seed (default: profile's)")] = None,
+    model: Annotated[str, typer.Option(help="model name written into each body")] = "default",
+    tokenize_url: Annotated[str | None, typer.Option(help="/tokenize server")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,
+) -> None:
+    """Build a corpus and write it as JSONL (replay it with ``abserve load --corpus``)."""
+    from abserve.traffic.calibrate import HttpTokenizer
+    from abserve.traffic.corpus import build_corpus, write_jsonl
+    from abserve.traffic.profiles import ProfileError, load_profile, parse_overrides
+
+    try:
+        prof = load_profile(profile, parse_overrides(set_ or []))
+    except ProfileError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    tokenizer = HttpTokenizer(tokenize_url, model) if tokenize_url else None
+    try:
+        entries = build_corpus(prof, prof.seed if seed is None else seed, requests, model,
+                               tokenizer=tokenizer)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    n = write_jsonl(entries, out)
+    typer.echo(f"wrote {n} requests of {prof.name} to {out}")
