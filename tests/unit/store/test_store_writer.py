@@ -1,0 +1,132 @@
+"""BatchWriter: batched background writes, heartbeat, bad use, failure handling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import pytest
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import OperationalError
+from store_samples import exchange, run_info
+
+from abserve.records import Exchange
+from abserve.store import BatchWriter, Store
+from abserve.store.schema import runs_table
+
+
+def _heartbeat(store: Store, run_id: str) -> float:
+    with store.engine.connect() as conn:
+        value = conn.execute(
+            select(runs_table.c.heartbeat_at).where(runs_table.c.run_id == run_id)
+        ).scalar_one()
+    return float(value)
+
+
+async def test_puts_from_asyncio_tasks_are_all_written(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    writer = BatchWriter(store, "r1", flush_interval_s=0.05)
+    writer.start()
+
+    async def client(k: int) -> None:
+        for j in range(10):
+            writer.put(exchange("r1", k * 10 + j))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(client(k) for k in range(20)))
+    writer.close()
+    assert store.count_exchanges("r1") == 200 == writer.written
+    assert writer.dropped == 0 and writer.queued == 0
+    run = store.get_run("r1")
+    assert run is not None and run.status == "running"  # close marks nothing
+
+
+def test_flushes_in_background_within_the_interval(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    writer = BatchWriter(store, "r1", flush_interval_s=0.1)
+    writer.start()
+    try:
+        writer.put(exchange("r1", 1))
+        deadline = time.monotonic() + 5
+        while store.count_exchanges("r1") == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store.count_exchanges("r1") == 1
+        assert writer.flushes >= 1
+    finally:
+        writer.close()
+
+
+def test_heartbeat_advances_without_traffic(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    first = _heartbeat(store, "r1")
+    writer = BatchWriter(store, "r1", flush_interval_s=0.05)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 5
+        while _heartbeat(store, "r1") <= first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _heartbeat(store, "r1") > first
+    finally:
+        writer.close()
+
+
+def test_bad_use_is_refused(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    for interval in (0.0, -1.0, 1.5):
+        with pytest.raises(ValueError, match="flush_interval_s"):
+            BatchWriter(store, "r1", flush_interval_s=interval)
+    with pytest.raises(ValueError, match="max_pending"):
+        BatchWriter(store, "r1", max_pending=0)
+    writer = BatchWriter(store, "r1")
+    with pytest.raises(ValueError, match="run 'r2'"):
+        writer.put(exchange("r2", 1))
+    writer.start()
+    with pytest.raises(RuntimeError, match="already started"):
+        writer.start()
+    writer.close()
+    writer.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.put(exchange("r1", 1))
+
+
+def test_full_queue_drops_and_counts(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    writer = BatchWriter(store, "r1", max_pending=2)  # not started: nothing drains
+    for i in range(3):
+        writer.put(exchange("r1", i))
+    assert writer.dropped == 1
+    writer.close()
+    assert store.count_exchanges("r1") == 2 == writer.written
+
+
+def test_refused_rows_are_dropped_alone(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    store.write_exchanges([exchange("r1", 2)])
+    writer = BatchWriter(store, "r1")
+    for i in range(4):  # request 2 already stored: the batch fails as a whole
+        writer.put(exchange("r1", i))
+    writer.close()
+    assert writer.dropped == 1 and writer.written == 3
+    assert store.count_exchanges("r1") == 4
+
+
+def test_transient_failure_keeps_the_batch(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.create_run(run_info("r1"))
+    writer = BatchWriter(store, "r1")
+    real = store.insert_exchanges
+    calls = {"n": 0}
+
+    def flaky(conn: Connection, exchanges: Sequence[Exchange]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        real(conn, exchanges)
+
+    monkeypatch.setattr(store, "insert_exchanges", flaky)
+    writer.put(exchange("r1", 1))
+    writer.flush()
+    assert writer.errors == 1 and writer.written == 0 and writer.queued == 1
+    writer.put(exchange("r1", 2))
+    writer.close()
+    assert writer.written == 2 and store.count_exchanges("r1") == 2
