@@ -57,11 +57,16 @@ class TokenizingUpstream(FakeUpstream):
         super().__init__(knobs)
         self.tokens_per_image = tokens_per_image
         self.tokenize_calls = 0
+        self.headers: list[dict[str, str]] = []  # request headers of each completion request
 
     def app(self) -> Starlette:
         app = super().app()
         app.router.routes.append(Route("/tokenize", self._tokenize, methods=["POST"]))
         return app
+
+    async def _complete(self, request: Request) -> Response:
+        self.headers.append(dict(request.headers))
+        return await super()._complete(request)
 
     async def _tokenize(self, request: Request) -> Response:
         self.tokenize_calls += 1
