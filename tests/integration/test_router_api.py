@@ -11,10 +11,10 @@ import httpx
 import openai
 import orjson
 import pytest
-
-from abserve.store import Store
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import ListSink, RouterServer, dev_settings
+
+from abserve.store import Store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,7 +59,7 @@ def _without_ids(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                    {"return_token_ids": True,
                                     "stream_options": {"include_usage": True}}])
 def test_stream_client_gets_what_a_direct_call_returns(routed, pair, extra) -> None:
-    router, sink = routed
+    router, _sink = routed
     direct = httpx.post(f"{pair[0].url}/v1/chat/completions", json=chat(True, **extra))
     via = httpx.post(f"{router.url}/v1/chat/completions", json=chat(True, **extra))
     assert via.status_code == 200

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from tests.support.fake_upstream import free_port
 
 from abserve.records import Exchange
 from abserve.router import RouterSettings, create_app
 from abserve.router.recording import ExchangeSink
-from tests.support.fake_upstream import free_port
 
 
 class ListSink:
