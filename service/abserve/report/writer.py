@@ -1,0 +1,168 @@
+"""Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
+
+The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
+``Judgment`` model itself. JUnit: one test case per gate; ``fail`` is a failure, ``invalid`` an
+error, ``marginal`` and ``inconclusive`` are skipped with their reason, so a CI gate reads the
+same outcome as the exit code (0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from abserve.compare.model import PERCENTILES, Judgment
+from abserve.report import svg
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where each report file was written, and the exit code of the verdict."""
+
+    html: Path
+    markdown: Path
+    json: Path
+    junit: Path
+    exit_code: int
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("abserve.report", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["ms"] = lambda v: "n/a" if v is None else f"{v * 1000:.3f}"
+    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.2%}"
+    env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
+    return env
+
+
+def charts(j: Judgment) -> dict[str, Markup]:
+    """Every plot of the HTML report, as inline SVG."""
+    out: dict[str, Markup] = {}
+    for metric in ("ttft", "tpot", "itl", "e2e"):
+        series = {
+            name: [(v * 1000, q) for v, q in zip(arm.distributions[metric], PERCENTILES, strict=True)]
+            for name, arm in j.arms.items()
+            if metric in arm.distributions
+        }
+        out[f"dist_{metric}"] = svg.lines(series, f"{metric} distribution per arm", f"{metric} (ms)")
+    rows = [
+        svg.IntervalRow(
+            m.name,
+            m.estimate * 1000,
+            None if m.low is None else m.low * 1000,
+            None if m.high is None else m.high * 1000,
+            None if m.threshold is None else m.threshold * 1000,
+            m.outcome,
+        )
+        for m in j.metrics
+        if m.estimate is not None
+    ]
+    out["paired"] = svg.intervals(rows, "paired differences (candidate - baseline)", "ms")
+    if j.equality:
+        main = j.equality[0]
+        pair = f"{main.left} vs {main.right}"
+        out["by_position"] = svg.bars(
+            {k: float(v) for k, v in main.by_position.items()},
+            f"{pair}: first difference by output position",
+            "exchanges",
+        )
+        out["drift_by_position"] = svg.bars(
+            {k: float(v) for k, v in main.drift_by_position.items()},
+            f"{pair}: first logprob drift by output position",
+            "exchanges",
+        )
+        out["by_items"] = svg.bars(
+            {k: (c.mismatches / c.total if c.total else 0.0) for k, c in main.by_items.items()},
+            f"{pair}: mismatch rate by items per request",
+            "rate",
+        )
+    tele = {n: a.telemetry for n, a in j.arms.items()}
+    out["items_per_call"] = svg.bars(
+        {n: (t.items_examined / t.lookup_calls if t.lookup_calls else 0.0) for n, t in tele.items()},
+        "lookup: items examined per call",
+        "items",
+    )
+    out["lookup_us"] = svg.bars(
+        {n: (t.lookup_seconds / t.lookup_calls * 1e6 if t.lookup_calls else 0.0) for n, t in tele.items()},
+        "lookup: time per call",
+        "µs",
+    )
+    return out
+
+
+def _finite(value: object) -> object:
+    """The JSON payload with NaN and infinities replaced by null (strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def junit_xml(j: Judgment) -> str:
+    """One test case per gate, plus one for the run's validity."""
+    suite = ET.Element("testsuite", name=f"abserve.{j.run_id}")
+    cases: list[tuple[str, str, str]] = [
+        ("validity", "invalid" if j.invalid_reasons else "pass", "; ".join(j.invalid_reasons) or "valid")
+    ]
+    if j.equality_verdict is not None:
+        cases.append(("equality", j.equality_verdict.outcome, j.equality_verdict.reason))
+    cases += [(m.name, m.outcome, m.reason) for m in j.metrics]
+    counts = {"failures": 0, "errors": 0, "skipped": 0}
+    for name, outcome, reason in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"abserve.{j.run_id}", name=name)
+        if outcome == "fail":
+            ET.SubElement(case, "failure", message=reason, type="fail").text = reason
+            counts["failures"] += 1
+        elif outcome == "invalid":
+            ET.SubElement(case, "error", message=reason, type="invalid").text = reason
+            counts["errors"] += 1
+        elif outcome in ("marginal", "inconclusive"):
+            ET.SubElement(case, "skipped", message=f"{outcome}: {reason}")
+            counts["skipped"] += 1
+        else:
+            ET.SubElement(case, "system-out").text = reason
+    suite.set("tests", str(len(cases)))
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None) -> ReportPaths:
+    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    context = {"j": judgment, "base": baseline, "charts": charts(judgment)}
+    paths = ReportPaths(
+        html=out / "report.html",
+        markdown=out / "report.md",
+        json=out / "report.json",
+        junit=out / "junit.xml",
+        exit_code=judgment.exit_code,
+    )
+    paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
+    paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
+    payload = judgment.model_dump(mode="json")
+    if baseline is not None:
+        payload["baseline_run"] = baseline.model_dump(mode="json")
+    text = json.dumps(_finite(payload), indent=1, sort_keys=True, allow_nan=False)
+    paths.json.write_text(text + "\n", encoding="utf-8")
+    paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
+    return paths
