@@ -32,6 +32,9 @@ def _register() -> None:
     from abserve.traffic import commands as traffic_commands
 
     traffic_commands.register(app)
+    from abserve.report import commands as report_commands
+
+    report_commands.register(app)
 
 
 _register()

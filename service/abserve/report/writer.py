@@ -29,6 +29,7 @@ class ReportPaths:
     markdown: Path
     json: Path
     junit: Path
+    verdict: str
     exit_code: int
 
 
@@ -155,6 +156,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         markdown=out / "report.md",
         json=out / "report.json",
         junit=out / "junit.xml",
+        verdict=judgment.verdict,
         exit_code=judgment.exit_code,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")

@@ -1,0 +1,167 @@
+"""CLI commands of the judgment: ``abserve report`` and ``abserve plan``; they only read the store.
+
+``abserve report RUN_ID --db URL --out DIR [--baseline RUN_ID] [--policy FILE]`` writes the four
+report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclusive or marginal,
+3 invalid); 4 means the report could not be made (unknown run, unreadable store or policy).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from abserve.compare import Judgment, Policy
+    from abserve.compare.plan import Plan
+    from abserve.report import ReportPaths
+    from abserve.store import Store
+
+USAGE_ERROR = 4
+DEFAULT_POLICY = Path("configs/policy/default.yaml")
+
+DbOption = Annotated[str, typer.Option("--db", help="Store URL, e.g. sqlite:///runs/abserve.db.")]
+PolicyOption = Annotated[
+    Path, typer.Option("--policy", help="Policy YAML (default: configs/policy/default.yaml).")
+]
+
+
+class ReportError(RuntimeError):
+    """The report cannot be made: unknown run, missing store or bad policy."""
+
+
+def open_store(url: str) -> Store:
+    """Open an existing store; a SQLite file that does not exist is an error, not a new store."""
+    from abserve.store import Store
+
+    if url.startswith("sqlite:///") and not url.endswith(":memory:"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            raise ReportError(f"no store at {path}")
+    return Store.open(url)
+
+
+def _policy(path: Path) -> Policy:
+    from abserve.compare import PolicyError, load_policy
+
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        raise ReportError(str(exc)) from exc
+
+
+def judge_run(store: Store, run_id: str, policy: Policy) -> Judgment:
+    """Read one run and its exchanges from the store and judge them."""
+    from abserve.compare import judge
+
+    run = store.get_run(run_id)
+    if run is None:
+        raise ReportError(f"no run {run_id!r} in the store")
+    return judge(run, store.iter_exchanges(run_id), policy)
+
+
+def build_report(
+    db: str, run_id: str, out: Path, policy_path: Path, baseline_id: str | None = None
+) -> ReportPaths:
+    """Judge ``run_id`` (and ``baseline_id``) from the store at ``db`` and write the report."""
+    from abserve.report import write_report
+
+    policy = _policy(policy_path)
+    store = open_store(db)
+    try:
+        judgment = judge_run(store, run_id, policy)
+        baseline = judge_run(store, baseline_id, policy) if baseline_id else None
+    finally:
+        store.close()
+    return write_report(judgment, out, baseline=baseline)
+
+
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run to judge.")],
+    db: DbOption,
+    out: Annotated[Path, typer.Option("--out", help="Directory for the report files.")],
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Another run to show side by side.")
+    ] = None,
+    policy: PolicyOption = DEFAULT_POLICY,
+) -> None:
+    """Judge RUN_ID and write report.html, report.md, report.json and junit.xml into OUT."""
+    try:
+        paths = build_report(db, run_id, out, policy, baseline)
+    except ReportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(USAGE_ERROR) from exc
+    typer.echo(f"verdict: {paths.verdict} (exit {paths.exit_code})")
+    for p in (paths.html, paths.markdown, paths.json, paths.junit):
+        typer.echo(f"wrote {p}")
+    raise typer.Exit(paths.exit_code)
+
+
+def make_plan(db: str, run_id: str, policy_path: Path, **kwargs: object) -> Plan:
+    """Plan a run from the pilot ``run_id`` in the store (see ``abserve.compare.plan.plan``)."""
+    from abserve.compare.plan import plan
+
+    policy = _policy(policy_path)
+    store = open_store(db)
+    try:
+        if store.get_run(run_id) is None:
+            raise ReportError(f"no run {run_id!r} in the store")
+        exchanges = list(store.iter_exchanges(run_id))
+    finally:
+        store.close()
+    try:
+        return plan(exchanges, policy, **kwargs)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ReportError(str(exc)) from exc
+
+
+def plan_command(
+    run_id: Annotated[str, typer.Argument(help="The pilot run.")],
+    db: DbOption,
+    metric: Annotated[str, typer.Option(help="ttft, tpot, itl or e2e.")] = "tpot",
+    effect_ms: Annotated[float | None, typer.Option("--effect-ms", help="Effect to detect, ms.")] = None,
+    effect_relative: Annotated[
+        float | None,
+        typer.Option("--effect-relative", help="Effect as a fraction of the baseline median."),
+    ] = None,
+    power: Annotated[float, typer.Option(help="Probability of detecting the effect.")] = 0.8,
+    mismatch_rate: Annotated[
+        float | None, typer.Option("--mismatch-rate", help="Output mismatch rate to catch.")
+    ] = None,
+    policy: PolicyOption = DEFAULT_POLICY,
+) -> None:
+    """How many requests a run needs to detect an effect, from a pilot run's variance."""
+    if metric not in ("ttft", "tpot", "itl", "e2e"):
+        typer.echo(f"error: unknown metric {metric!r}", err=True)
+        raise typer.Exit(USAGE_ERROR)
+    try:
+        p = make_plan(
+            db,
+            run_id,
+            policy,
+            metric=metric,
+            effect=None if effect_ms is None else effect_ms / 1000,
+            effect_relative=effect_relative,
+            power=power,
+            mismatch_rate=mismatch_rate,
+        )
+    except ReportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(USAGE_ERROR) from exc
+    typer.echo(
+        f"{p.metric}: pilot {p.pilot_pairs} pairs, paired spread {p.pilot_sigma * 1000:.4f} ms; "
+        f"to detect {p.effect * 1000:.4f} ms at {p.confidence:.0%} confidence with "
+        f"{p.power:.0%} power: {p.requests_needed} requests (after warm-up)"
+    )
+    if p.requests_for_mismatch is not None:
+        typer.echo(
+            f"to see one output mismatch at rate {p.mismatch_rate} with {p.power:.0%} "
+            f"probability: {p.requests_for_mismatch} requests"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Attach this area's commands to the root CLI."""
+    app.command("report")(report)
+    app.command("plan")(plan_command)
