@@ -128,9 +128,7 @@ def make_engine(database_url: str) -> Engine:
     backend = url.get_backend_name()
     if backend == "sqlite":
         if url.database in (None, "", ":memory:"):
-            raise ValueError(
-                "in-memory SQLite is not supported by the store; use sqlite:///path/to/file.db"
-            )
+            raise ValueError("in-memory SQLite is not supported by the store; use sqlite:///path/to/file.db")
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)

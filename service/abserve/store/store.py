@@ -19,8 +19,18 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, RowMapping, func, insert, select, tuple_, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import (
+    Connection,
+    Engine,
+    RowMapping,
+    func,
+    insert,
+    inspect,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store.owner import Owner, effective_status
@@ -274,33 +284,47 @@ class Store:
     def count_exchanges(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             count = conn.execute(
-                select(func.count())
-                .select_from(exchanges_table)
-                .where(exchanges_table.c.run_id == run_id)
+                select(func.count()).select_from(exchanges_table).where(exchanges_table.c.run_id == run_id)
             ).scalar_one()
         return int(count)
 
     def _newest_record_version(self, run_id: str) -> int | None:
         with self.engine.connect() as conn:
             value = conn.execute(
-                select(func.max(exchanges_table.c.schema_version)).where(
-                    exchanges_table.c.run_id == run_id
-                )
+                select(func.max(exchanges_table.c.schema_version)).where(exchanges_table.c.run_id == run_id)
             ).scalar()
         return None if value is None else int(value)
 
 
 def _ensure_schema(engine: Engine) -> None:
-    metadata.create_all(engine, checkfirst=True)
-    with engine.begin() as conn:
-        stored = _read_meta(conn)
-        version = stored.get("schema_version")
-        if version is None:
-            conn.execute(
-                insert(meta_table), {"key": "schema_version", "value": str(STORE_SCHEMA_VERSION)}
-            )
+    """Check the store's schema version, then create what is missing.
+
+    Two processes may open a new store at once (router and orchestrator): the loser of a
+    creation race gets a database error and simply tries again, finding the tables made.
+    """
+    for attempt in range(3):
+        try:
+            _check_version(engine)
+            metadata.create_all(engine, checkfirst=True)
+            with engine.begin() as conn:
+                if "schema_version" not in _read_meta(conn):
+                    conn.execute(
+                        insert(meta_table),
+                        {"key": "schema_version", "value": str(STORE_SCHEMA_VERSION)},
+                    )
             return
-    if not version.isdigit() or int(version) != STORE_SCHEMA_VERSION:
+        except DBAPIError:
+            if attempt == 2:
+                raise
+            time.sleep(0.2)
+
+
+def _check_version(engine: Engine) -> None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table(meta_table.name):
+            return
+        version = _read_meta(conn).get("schema_version")
+    if version is not None and (not version.isdigit() or int(version) != STORE_SCHEMA_VERSION):
         raise StoreSchemaError(
             f"the store has schema version {version!r}; this abserve uses "
             f"{STORE_SCHEMA_VERSION} (no migration exists between them)"

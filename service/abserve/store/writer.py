@@ -65,9 +65,7 @@ class BatchWriter:
             raise RuntimeError("BatchWriter already started")
         if self._closed:
             raise RuntimeError("BatchWriter is closed")
-        self._thread = threading.Thread(
-            target=self._run, name=f"abserve-writer-{self.run_id}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"abserve-writer-{self.run_id}", daemon=True)
         self._thread.start()
 
     def put(self, exchange: Exchange) -> None:

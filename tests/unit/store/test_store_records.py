@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,9 +66,7 @@ def outcomes(draw: st.DrawFn) -> ArmOutcome:
     )
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     arms=st.dictionaries(st.sampled_from(["a", "b", "a2"]), outcomes(), min_size=1),
     tags=st.dictionaries(words, words, max_size=4),
@@ -196,3 +195,12 @@ def test_sqlite_pragmas(tmp_path: object) -> None:
     store.close()
     assert pragma == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 10_000,
                       "foreign_keys": 1}  # fmt: skip
+
+
+def test_concurrent_opens_of_a_new_store(backend_url: str) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(lambda _: Store.open(backend_url), range(4)))
+    stores[0].create_run(run_info("r1"))
+    assert all(s.get_run("r1") is not None for s in stores)
+    for s in stores:
+        s.close()
