@@ -137,7 +137,9 @@ class ComposeExperiment(BaseModel):
             if arm not in SERVICE_LOOKUP:
                 raise ValueError(f"arm {arm!r} has no compose service (known: {sorted(SERVICE_LOOKUP)})")
             if spec.lookup != SERVICE_LOOKUP[arm]:
-                raise ValueError(f"arm {arm!r} runs {SERVICE_LOOKUP[arm]!r} in compose, config says {spec.lookup!r}")
+                raise ValueError(
+                    f"arm {arm!r} runs {SERVICE_LOOKUP[arm]!r} in compose, config says {spec.lookup!r}"
+                )
         router_arms = self.router.get("arms") or {}
         if set(router_arms) != set(self.arms):
             raise ValueError(f"router.arms {sorted(router_arms)} must equal arms {sorted(self.arms)}")
