@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The whole sign-off on a GPU host, in one command:
+#   scripts/signoff.sh [CONFIG]        (default configs/gpu-qwen2.5-vl-3b.yaml)
+# Builds the images, derives compose's environment from CONFIG
+# (python -m abserve.deploy.compose_env, run in the service image), runs docker-compose.yml
+# (arms -> router -> Locust -> report) under a fresh run id, saves every container's log
+# to runs/<id>/compose.log, tears the stack down, and exits with the report's code:
+#   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid (also: the report never ran).
+# Needs Docker with the NVIDIA container toolkit and Compose v2.20+; .env from .env.example.
+# Extra arguments after CONFIG go to `docker compose up` (e.g. --scale locust-worker=4,
+# which must match ABSERVE_LOCUST_WORKERS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CONFIG="${1:-configs/gpu-qwen2.5-vl-3b.yaml}"
+shift || true
+INVALID=3
+
+die() { echo "signoff: $*" >&2; exit "$INVALID"; }
+
+[ -f "$CONFIG" ] || die "no such config: $CONFIG"
+[ -f .env ] || die "no .env: cp .env.example .env and set ABSERVE_API_KEY and the GPU placement"
+grep -Eq '^ABSERVE_API_KEY=.{16,}' .env || die "set ABSERVE_API_KEY (16+ characters) in .env"
+docker compose version >/dev/null 2>&1 || die "docker compose (v2) is required"
+
+name="$(basename "$CONFIG" .yaml)"
+export ABSERVE_RUN_ID="${ABSERVE_RUN_ID_OVERRIDE:-signoff-$name-$(date -u +%Y%m%d-%H%M%S)-$RANDOM}"
+export ABSERVE_UID ABSERVE_GID
+ABSERVE_UID="$(id -u)"
+ABSERVE_GID="$(id -g)"
+runs_dir="$(sed -n 's/^ABSERVE_RUNS_DIR=//p' .env | tail -n 1)"
+run_dir="${runs_dir:-./runs}/$ABSERVE_RUN_ID"
+mkdir -p "$run_dir" reports
+echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
+
+docker compose --env-file .env build
+docker run --rm --network none --entrypoint python \
+  -v "$PWD/configs:/app/configs:ro" abserve/service:local \
+  -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" \
+  || die "$CONFIG does not fit docker-compose.yml (see the message above)"
+
+dc=(docker compose --env-file .env --env-file "$run_dir/compose.env")
+cleanup() {
+  "${dc[@]}" logs --no-color --timestamps > "$run_dir/compose.log" 2>&1 || true
+  "${dc[@]}" down --remove-orphans >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Detached `up` still starts services in dependency order and waits for each condition
+# (healthy arms, completed load), so it returns once the report has started or a
+# dependency failed. One-shot services (prepare, model-fetch) exit by design, which is why
+# --abort-on-container-exit / --exit-code-from cannot be used here.
+up_rc=0
+"${dc[@]}" up --detach "$@" || up_rc=$?
+report_id="$("${dc[@]}" ps --all --quiet report 2>/dev/null || true)"
+if [ -z "$report_id" ]; then
+  echo "signoff: the report never ran (docker compose up exited $up_rc); see $run_dir/compose.log" >&2
+  exit "$INVALID"
+fi
+code="$(docker wait "$report_id")"
+"${dc[@]}" logs --no-color report || true
+case "$code" in
+  0) verdict=pass ;; 1) verdict=fail ;; 2) verdict="inconclusive or marginal" ;; 3) verdict=invalid ;;
+  *) echo "signoff: the report crashed (exit $code)" >&2; exit "$INVALID" ;;
+esac
+echo "signoff: $verdict (exit $code); report in reports/$ABSERVE_RUN_ID, run data in $run_dir"
+exit "$code"
