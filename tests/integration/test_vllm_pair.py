@@ -1,0 +1,78 @@
+"""Proof on real servers: a linear and a bisect vLLM server give the same tokens for 1, 8
+and 64+ image requests with long text, and each proves its own lookup from the gather
+step of its worker; a server started without the mode variable shows as unproven."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.integration.conftest import VllmPair, tiny_spec
+from tests.support.mm_requests import chat_request
+
+from abserve.launch.server import VllmServer, start_servers, stop_servers
+from abserve.telemetry import prove_lookup, read_telemetry
+
+pytestmark = pytest.mark.vllm
+
+
+def ask(url: str, body: dict[str, object]) -> dict[str, object]:
+    response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=300)
+    assert response.status_code == 200, response.text[:500]
+    return response.json()  # type: ignore[no-any-return]
+
+
+def token_ids(reply: dict[str, object]) -> list[int]:
+    (choice,) = reply["choices"]  # type: ignore[misc]
+    return list(choice["token_ids"])
+
+
+@pytest.mark.parametrize(("images", "words"), [(1, 1500), (8, 1200), (72, 600), (300, 200)])
+def test_linear_and_bisect_servers_give_identical_tokens(
+    vllm_pair: VllmPair, images: int, words: int
+) -> None:
+    body = chat_request(vllm_pair.model, images=images, words=words, seed=images)
+    replies = {arm: ask(url, body) for arm, url in vllm_pair.urls.items()}
+    ids = {arm: token_ids(reply) for arm, reply in replies.items()}
+    assert ids["a"] == ids["b"] and len(ids["a"]) > 0
+    assert len(set(ids["a"])) > 1, "degenerate output: one token repeated"
+    usage = replies["a"]["usage"]
+    assert usage["prompt_tokens"] > vllm_pair.max_num_batched_tokens  # type: ignore[index]
+
+
+def test_each_server_proves_its_own_lookup_in_the_gather_step(vllm_pair: VllmPair) -> None:
+    ask(vllm_pair.urls["a"], chat_request(vllm_pair.model, images=16, words=100))
+    ask(vllm_pair.urls["b"], chat_request(vllm_pair.model, images=16, words=100))
+    for arm, expected in (("a", "linear"), ("b", "bisect")):
+        records = read_telemetry(vllm_pair.telemetry_dirs[arm])
+        proof = prove_lookup(records, expected)
+        assert proof.ok, proof.detail
+        assert proof.totals.gather_calls > 0 and proof.totals.lookup_calls > 0
+        runner = [r for r in records if r.counters.gather_calls > 0]
+        assert runner and all(r.role != "api_server" for r in runner)
+        assert "vllm.v1.worker.gpu_model_runner" in proof.patched
+
+
+def test_linear_examines_more_items_than_bisect_on_many_images(vllm_pair: VllmPair) -> None:
+    before = {a: prove_lookup(read_telemetry(d), None).totals for a, d in vllm_pair.telemetry_dirs.items()}
+    body = chat_request(vllm_pair.model, images=400, words=50, max_tokens=8)
+    for url in vllm_pair.urls.values():
+        ask(url, body)
+    time.sleep(1.2)  # one telemetry flush
+    after = {a: prove_lookup(read_telemetry(d), None).totals for a, d in vllm_pair.telemetry_dirs.items()}
+    examined = {a: after[a].items_examined - before[a].items_examined for a in after}
+    assert examined["a"] > 5 * examined["b"] > 0
+
+
+def test_server_without_mode_is_unproven(tmp_path: Path) -> None:
+    server = VllmServer("plain", tiny_spec(), None, tmp_path / "plain.log", tmp_path / "telemetry")
+    start_servers([server])
+    try:
+        ask(server.url, chat_request("tiny-llava", images=4, words=50))
+        proof = prove_lookup(read_telemetry(tmp_path / "telemetry"), "linear")
+        assert not proof.ok and proof.proven is None
+        assert "no telemetry" in proof.detail
+    finally:
+        stop_servers([server])
