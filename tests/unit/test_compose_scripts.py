@@ -160,7 +160,8 @@ def test_run_load_runs_every_profile_with_options_the_locustfile_accepts(tmp_pat
     rc, made = run_load(tmp_path, plan)
     assert rc == 0 and (tmp_path / "load" / "exit_code").read_text().strip() == "0"
     parsed = [argparse.Namespace(**p) for p in parse_with_locust([call[1:] for call in made])]
-    assert [p.abserve_profile for p in parsed] == [i.profile for i in load_experiment(CONFIG_3B).load.profiles]
+    profiles = [item.profile for item in load_experiment(CONFIG_3B).load.profiles]
+    assert [p.abserve_profile for p in parsed] == profiles
     chunk = next(p for p in parsed if p.abserve_profile == "chunk-boundary")
     assert chunk.abserve_requests == 300 and chunk.master and chunk.expect_workers == 2
     assert chunk.abserve_set == (
