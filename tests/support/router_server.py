@@ -3,12 +3,13 @@
 ``RouterServer(settings, sink)`` serves ``abserve.router.create_app`` under uvicorn on a
 free 127.0.0.1 port; ``ListSink`` collects records in memory (a test of the router alone);
 pass ``sink=None`` to use the real store at ``settings.database_url``.
-``dev_settings(arms, tmp_path, **overrides)`` builds settings for arms given as
+``dev_settings(urls, tmp_path, **overrides)`` builds settings for arms given as
 ``{"a": url, "b": url}`` (first one primary, dev mode, store under ``tmp_path``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -41,14 +42,14 @@ class ListSink:
         return self.exchanges
 
 
-def dev_settings(arms: dict[str, str], tmp_path: Path, **overrides: Any) -> RouterSettings:
+def dev_settings(urls: dict[str, str], tmp_path: Path, **overrides: Any) -> RouterSettings:
     """Settings for local tests: dev mode, first arm primary, SQLite under ``tmp_path``."""
     config: dict[str, Any] = {
         "arms": {
             name: {"url": url, "role": "candidate" if i else "baseline"}
-            for i, (name, url) in enumerate(arms.items())
+            for i, (name, url) in enumerate(urls.items())
         },
-        "primary": next(iter(arms)),
+        "primary": next(iter(urls)),
         "dev_mode": True,
         "run_dir": str(tmp_path),
         "run_id": "test-run",
@@ -68,7 +69,20 @@ class RouterServer:
             self.app, host="127.0.0.1", port=self.port, log_level="info", access_log=False, backlog=2048
         )
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.serve())
+
+    def task_names(self) -> list[str]:
+        """Names of the tasks alive in the router's event loop (to find leaks)."""
+
+        async def names() -> list[str]:
+            return sorted(t.get_name() for t in asyncio.all_tasks())
+
+        return asyncio.run_coroutine_threadsafe(names(), self.loop).result(timeout=5)
 
     @property
     def url(self) -> str:

@@ -154,9 +154,7 @@ class ArmCall:
         if not self.stream:
             await self._read_whole(response, ctype)
             return
-        if self.relay is not None:
-            self.relay.open(Head(response.status_code, ctype))
-        await self._read_stream(response)
+        await self._read_stream(response, Head(response.status_code, ctype))
 
     async def _read_whole(self, response: httpx.Response, ctype: str) -> None:
         raw = await _read_capped(response, limit=None)
@@ -172,7 +170,9 @@ class ArmCall:
             self.relay.open(Head(response.status_code, ctype, raw))
             self.relay.queue.put_nowait(None)
 
-    async def _read_stream(self, response: httpx.Response) -> None:
+    async def _read_stream(self, response: httpx.Response, head: Head) -> None:
+        """Read SSE at full speed; the client's head goes out with the first data, so a
+        primary that misses its first-token deadline is still a clean 504."""
         parser, done, seen = SSEParser(), False, 0
         loop = asyncio.get_running_loop()
         async for data in response.aiter_raw():
@@ -195,6 +195,7 @@ class ArmCall:
                     if stripped is not None:
                         relay_parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
             if self.relay is not None:
+                self.relay.open(head)
                 raw = data if not self.relay.additions.any else b"".join(relay_parts)
                 if raw:
                     self.relay.queue.put_nowait(raw)
