@@ -105,6 +105,11 @@ def case(
     return spans, draw(window(spans, ordered))
 
 
+# any input at all: unsorted, overlapping, zero lengths, any window
+ANY_SPANS = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8)), max_size=40)
+ANY_POINT = st.integers(-2, 45)
+
+
 # --- properties -----------------------------------------------------------------------------
 
 
@@ -133,11 +138,7 @@ def test_linear_equals_vllm_whenever_offsets_and_ends_are_monotone(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8)), max_size=30),
-    st.integers(-2, 45),
-    st.integers(-2, 45),
-)
+@given(ANY_SPANS, ANY_POINT, ANY_POINT)
 def test_bisect_equals_vllm_on_any_input(spans: Spans, start: int, end: int) -> None:
     """bisect_window is vLLM's helper re-stated: equal even on unsorted, overlapping input."""
     f = feats(spans)
@@ -173,11 +174,7 @@ def test_linear_examined_counts_the_items_really_read(c: tuple[Spans, tuple[int,
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 8)), max_size=40),
-    st.integers(-2, 45),
-    st.integers(-2, 45),
-)
+@given(ANY_SPANS, ANY_POINT, ANY_POINT)
 def test_bisect_probes_counts_the_key_reads_on_any_input(spans: Spans, start: int, end: int) -> None:
     f, log = probes(spans)
     _, _, counted = bisect_window_counted(f, start, end)
