@@ -204,7 +204,10 @@ def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
     assert conditions["locust-master"] == "service_completed_successfully"
     assert conditions["router"] == "service_completed_successfully"  # store marked completed
     assert any(v["source"] == str(ROOT / "reports") and v["target"] == "/reports" for v in report["volumes"])
-    assert report["command"][0] == "report"
+    command = report["command"]
+    assert command[0] == "report"
+    assert command[command.index("--policy") + 1] == "/app/configs/policy/default.yaml"
+    assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
 
 
 def test_the_router_refuses_to_start_without_an_api_key() -> None:

@@ -127,6 +127,7 @@ class ComposeExperiment(BaseModel):
     arms: dict[str, ArmSpec]
     router: dict[str, Any]
     load: LoadSpec
+    policy: str = Field("configs/policy/default.yaml", pattern=r"^configs/[A-Za-z0-9._/-]+\.ya?ml$")
 
     @model_validator(mode="after")
     def _fits_compose(self) -> ComposeExperiment:
@@ -181,6 +182,7 @@ def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, st
         "VLLM_SERVER_ARGS": shlex.join(render_args(experiment.server.args)),
         "ABSERVE_LOAD_PLAN": plan,
         "ABSERVE_LOAD_USERS": str(experiment.load.users),
+        "ABSERVE_POLICY": experiment.policy,
         "COMPOSE_PROFILES": NOISE_FLOOR_PROFILE if "a2" in experiment.arms else "",
     }
     env.update(experiment.server.env)
