@@ -10,10 +10,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from abserve.compare.equality import CLASSES, PairResult
+import numpy as np
+
+from abserve.compare.equality import CLASSES, PairResult, compare_pair
+from abserve.compare.latency import items_of
 from abserve.compare.model import ClassCounts, EqualityLine
 from abserve.compare.policy import Policy, bucket_label
 from abserve.compare.stats import clopper_pearson, quantiles
+from abserve.records import Exchange
 
 MAX_EXAMPLES = 25
 DRIFT_QUANTILES = tuple(i / 10 for i in range(11))
@@ -33,11 +37,7 @@ def _grouped(
 ) -> dict[str, ClassCounts]:
     groups: dict[str, list[PairResult]] = {}
     for r in results:
-        label = (
-            bucket_label(r.items, policy.items_buckets)
-            if key == "items"
-            else (r.profile or "untagged")
-        )
+        label = bucket_label(r.items, policy.items_buckets) if key == "items" else (r.profile or "untagged")
         groups.setdefault(label, []).append(r)
     return {label: _count(rs, mismatch) for label, rs in sorted(groups.items(), key=_order)}
 
@@ -79,3 +79,37 @@ def equality_line(results: list[PairResult], left: str, right: str, policy: Poli
         drift_quantiles=quantiles(same_tokens, DRIFT_QUANTILES) if same_tokens else [],
         examples=[r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES],
     )
+
+
+def pair_results(exchanges: list[Exchange], left: str, right: str, tolerance: float) -> list[PairResult]:
+    """Compare every exchange between two arms, tagged with its profile and items."""
+    out = []
+    for ex in exchanges:
+        r = compare_pair(
+            ex.request_id,
+            left,
+            right,
+            ex.arms.get(left),
+            ex.arms.get(right),
+            drift_tolerance=tolerance,
+        )
+        r.profile, r.items = ex.tags.get("profile", "untagged"), items_of(ex)
+        out.append(r)
+    return out
+
+
+def drift_tolerance(exchanges: list[Exchange], policy: Policy, floor: str | None) -> float:
+    """The logprob tolerance: the policy's, or the A/A' drift quantile when that is larger.
+
+    With ``drift_floor_quantile`` set and a floor arm present, the tolerance is that quantile
+    of the largest logprob difference per exchange between baseline and floor where their
+    tokens agree: drift the same build shows under the same load is not held against B.
+    """
+    rule = policy.equality
+    if rule.drift_floor_quantile is None or floor is None:
+        return rule.drift_tolerance
+    raw = pair_results(exchanges, policy.arms.baseline, floor, 0.0)
+    deltas = [r.max_logprob_delta for r in raw if r.cls in ("identical", "drift")]
+    if not deltas:
+        return rule.drift_tolerance
+    return max(rule.drift_tolerance, float(np.quantile(deltas, rule.drift_floor_quantile)))

@@ -103,9 +103,7 @@ def margin_of(pos: PositionLogprobs) -> float | None:
     return top[0].logprob - top[1].logprob if len(top) >= 2 else None
 
 
-def _side(
-    outcome: ArmOutcome, index: int, other_token: int | str | None, by_id: bool
-) -> SideAtDivergence:
+def _side(outcome: ArmOutcome, index: int, other_token: int | str | None, by_id: bool) -> SideAtDivergence:
     seq = token_sequence(outcome)
     token_key = seq[index] if index < len(seq) else None
     pos = outcome.logprobs[index] if index < len(outcome.logprobs) else None
@@ -119,10 +117,7 @@ def _side(
         token=pos.token if token_key is not None else None,
         token_id=pos.token_id if token_key is not None else None,
         logprob=pos.logprob if token_key is not None else None,
-        top=[
-            Candidate(token=t.token, token_id=t.token_id, logprob=t.logprob)
-            for t in _sorted_top(pos)
-        ],
+        top=[Candidate(token=t.token, token_id=t.token_id, logprob=t.logprob) for t in _sorted_top(pos)],
         margin=margin_of(pos),
         other_in_top=None if other_token is None else other_token in keys,
     )

@@ -11,15 +11,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from typing import Literal
 
 import numpy as np
 
-from abserve.compare.aggregate import equality_line
-from abserve.compare.equality import PairResult, compare_pair, problem_of
+from abserve.compare.aggregate import drift_tolerance, equality_line, pair_results
+from abserve.compare.equality import problem_of
 from abserve.compare.latency import (
     METRICS,
     RequestLatency,
-    items_of,
     paired_sample,
     request_latency,
     throughput,
@@ -51,6 +51,7 @@ from abserve.compare.verdict import (
 from abserve.records import Exchange, RunInfo
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
+Dimension = Literal["profile", "items", "block"]
 
 
 def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exchange], int]:
@@ -59,11 +60,7 @@ def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exc
     if not ordered:
         return [], 0
     cutoff = ordered[0].started_at + policy.warmup_seconds
-    kept = [
-        ex
-        for i, ex in enumerate(ordered)
-        if i >= policy.warmup_requests and ex.started_at >= cutoff
-    ]
+    kept = [ex for i, ex in enumerate(ordered) if i >= policy.warmup_requests and ex.started_at >= cutoff]
     return kept, len(ordered) - len(kept)
 
 
@@ -71,27 +68,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _pair_results(
-    exchanges: list[Exchange], left: str, right: str, policy: Policy
-) -> list[PairResult]:
-    out = []
-    for ex in exchanges:
-        r = compare_pair(
-            ex.request_id,
-            left,
-            right,
-            ex.arms.get(left),
-            ex.arms.get(right),
-            drift_tolerance=policy.equality.drift_tolerance,
-        )
-        r.profile, r.items = ex.tags.get("profile", "untagged"), items_of(ex)
-        out.append(r)
-    return out
-
-
-def metric_line(
-    rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy
-) -> MetricLine:
+def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy) -> MetricLine:
     """Judge one latency rule on the paired per-request values."""
     roles = policy.arms
     sample = paired_sample(exchanges, lat, rule.metric, roles.baseline, roles.candidate)
@@ -140,16 +117,21 @@ def metric_line(
 def breakdowns(
     exchanges: list[Exchange], lat: Latencies, policy: Policy
 ) -> tuple[list[BreakdownRow], list[TrendLine]]:
-    """Hodges–Lehmann shifts per profile and items bucket, and the trend over items."""
+    """Hodges–Lehmann shifts per profile, items bucket and block; the trend over items."""
     rows: list[BreakdownRow] = []
     trends: list[TrendLine] = []
     for metric in dict.fromkeys(r.metric for r in policy.metrics):
         s = paired_sample(exchanges, lat, metric, policy.arms.baseline, policy.arms.candidate)
         diffs = s.diffs
-        for dim in ("profile", "items"):
+        labels: dict[Dimension, list[str]] = {
+            "profile": s.profiles,
+            "items": [bucket_label(i, policy.items_buckets) for i in s.items],
+        }
+        if any(b is not None for b in s.blocks):
+            labels["block"] = [b or "none" for b in s.blocks]
+        for dim, keys in labels.items():
             groups: dict[str, list[float]] = {}
-            for d, prof, items in zip(diffs, s.profiles, s.items, strict=True):
-                key = prof if dim == "profile" else bucket_label(items, policy.items_buckets)
+            for d, key in zip(diffs, keys, strict=True):
                 groups.setdefault(key, []).append(d)
             for key, values in groups.items():
                 iv = hodges_lehmann(values, policy.confidence)
@@ -168,9 +150,7 @@ def breakdowns(
         trend = theil_sen_trend([i for i, _ in known], [d for _, d in known], policy.confidence)
         if trend is not None:
             trends.append(
-                TrendLine(
-                    metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n
-                )
+                TrendLine(metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n)
             )
     return rows, trends
 
@@ -251,22 +231,20 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
     roles = policy.arms
     arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
     floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
-    lat: Latencies = {
-        ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged
-    }
+    lat: Latencies = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged}
     summaries = {a: arm_summary(a, run, judged, lat, policy) for a in arm_names}
     errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
     invalid = invalid_reasons(run, judged, policy, errors)
+    tolerance = drift_tolerance(judged, policy, floor)
     pairs: list[EqualityLine] = [
-        equality_line(
-            _pair_results(judged, roles.baseline, other, policy), roles.baseline, other, policy
-        )
+        equality_line(pair_results(judged, roles.baseline, other, tolerance), roles.baseline, other, policy)
         for other in (roles.candidate, floor)
         if other
     ]
     main = pairs[0]
     floor_counts = (pairs[1].summary.mismatches, pairs[1].comparable) if floor else None
     eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
+    eq.drift_tolerance = tolerance
     lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
     rows, trends = breakdowns(judged, lat, policy)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]

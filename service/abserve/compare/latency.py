@@ -54,11 +54,7 @@ def request_latency(outcome: ArmOutcome) -> RequestLatency | None:
     ttft = outcome.t_first_token - outcome.t_send
     e2e = None if outcome.t_end is None else outcome.t_end - outcome.t_send
     tpot = None if e2e is None or n < 2 else (e2e - ttft) / (n - 1)
-    gaps = (
-        tuple(float(g) for g in np.diff(outcome.token_times))
-        if len(outcome.token_times) > 1
-        else ()
-    )
+    gaps = tuple(float(g) for g in np.diff(outcome.token_times)) if len(outcome.token_times) > 1 else ()
     itl = float(np.median(gaps)) if gaps else None
     return RequestLatency(ttft=ttft, tpot=tpot, itl=itl, e2e=e2e, output_tokens=n, gaps=gaps)
 
@@ -73,6 +69,7 @@ class PairedSample:
     request_ids: list[str]
     profiles: list[str]
     items: list[int | None]
+    blocks: list[str | None]
 
     @property
     def diffs(self) -> list[float]:
@@ -87,7 +84,7 @@ def paired_sample(
     candidate: str,
 ) -> PairedSample:
     """Requests where both arms measured ``metric``, aligned; ``latencies[request_id][arm]``."""
-    out = PairedSample(metric, [], [], [], [], [])
+    out = PairedSample(metric, [], [], [], [], [], [])
     for ex in exchanges:
         per_arm = latencies.get(ex.request_id, {})
         lb, lc = per_arm.get(baseline), per_arm.get(candidate)
@@ -100,6 +97,7 @@ def paired_sample(
         out.request_ids.append(ex.request_id)
         out.profiles.append(ex.tags.get("profile", "untagged"))
         out.items.append(items_of(ex))
+        out.blocks.append(ex.tags.get("block"))
     return out
 
 

@@ -85,6 +85,7 @@ class EqualityVerdict(BaseModel):
     floor_high: float | None = None
     p_value: float | None = None  # one-sided exact test that the candidate exceeds the floor
     threshold: float  # allowed excess rate
+    drift_tolerance: float = 0.0  # |logprob| difference still counted identical
     critical: bool
     outcome: Outcome
     reason: str
@@ -114,7 +115,7 @@ class ArmSummary(BaseModel):
 class BreakdownRow(BaseModel):
     """A paired latency shift (Hodges-Lehmann) within one traffic profile or items bucket."""
 
-    dimension: Literal["profile", "items"]
+    dimension: Literal["profile", "items", "block"]
     group: str
     metric: str
     n: int

@@ -59,6 +59,7 @@ class EqualityRule(_Strict):
         "divergent",
     )
     drift_tolerance: float = Field(default=0.0, ge=0.0)
+    drift_floor_quantile: float | None = Field(default=None, gt=0.0, le=1.0)
     allowed_excess_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     critical: bool = True
 

@@ -74,9 +74,7 @@ def too_few(rule: MetricRule, n: int, policy: Policy) -> MetricLine:
     )
 
 
-def equality_verdict(
-    k: int, n: int, floor: tuple[int, int] | None, policy: Policy
-) -> EqualityVerdict:
+def equality_verdict(k: int, n: int, floor: tuple[int, int] | None, policy: Policy) -> EqualityVerdict:
     """Judge ``k`` mismatches in ``n`` comparable exchanges against the floor ``(k0, n0)``."""
     rule, conf = policy.equality, policy.confidence
     alpha = 1.0 - conf
