@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
+from pydantic_core import to_json
 from sqlalchemy import (
     Connection,
     Engine,
@@ -63,8 +65,12 @@ class RunExistsError(StoreError, ValueError):
     """A run with that id already exists."""
 
 
+_ARMS = TypeAdapter(dict[str, ArmOutcome])
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=True, ensure_ascii=False, separators=(",", ":"))
+    """JSON text that keeps ``inf``/``nan`` (as JavaScript constants) and escapes NUL."""
+    return to_json(value, inf_nan_mode="constants").decode()
 
 
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
@@ -93,7 +99,6 @@ def exchange_from_row(row: RowMapping) -> Exchange:
             f"exchange {row['request_id']!r} has record schema version {version}; "
             f"this abserve reads versions up to {SCHEMA_VERSION}"
         )
-    arms = json.loads(row["arms"])
     return Exchange(
         schema_version=version,
         run_id=row["run_id"],
@@ -105,7 +110,7 @@ def exchange_from_row(row: RowMapping) -> Exchange:
         image_hashes=list(row["image_hashes"]),
         tags=dict(row["tags"]),
         started_at=float(row["started_at"]),
-        arms={name: ArmOutcome.model_validate(value) for name, value in arms.items()},
+        arms=_ARMS.validate_json(row["arms"]),
     )
 
 
