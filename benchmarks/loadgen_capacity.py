@@ -56,6 +56,7 @@ def main() -> None:
         for profile, n, overrides in CASES:
             r = measure(profile, n, overrides, args.users, up.url, Path(tmp))
             up.observed.bodies.clear()
+            up.arrivals.clear()
             print(f"| {profile} | {r['sent']:.0f} ({r['failures']:.0f} failed) | {args.users} | "
                   f"{r['mib']:.2f} | {r['rps']:.0f} | {r['e2e_p50_ms']:.1f} |", flush=True)
 

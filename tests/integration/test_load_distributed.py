@@ -47,9 +47,8 @@ def test_master_and_two_workers_send_each_request_exactly_once(tmp_path: Path) -
             for proc in (master, *workers):
                 if proc.poll() is None:
                     proc.kill()
-        arrived = sorted(int(h["x-abserve-corpus-index"]) for h in up.headers)
-        bodies = {int(h["x-abserve-corpus-index"]): b
-                  for h, b in zip(up.headers, up.observed.bodies, strict=True)}
+        arrived = sorted(int(h["x-abserve-corpus-index"]) for h, _ in up.arrivals)
+        bodies = {int(h["x-abserve-corpus-index"]): b for h, b in up.arrivals}
     assert arrived == list(range(N)), "each corpus index exactly once"
     parts = sorted(tmp_path.glob("timings-worker*.jsonl"))
     assert len(parts) == 2

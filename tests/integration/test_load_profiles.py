@@ -54,7 +54,8 @@ def test_profile_arrives_as_specified(name: str, upstream: TokenizingUpstream,
     summary = run_load(name, upstream.url, requests=N, users=2, seed=9, run_id=f"t-{name}",
                        out_dir=tmp_path, overrides=PROFILES[name], timeout_s=30)
     assert (summary.requests_sent, summary.failures, summary.stop_reason) == (N, 0, "completed")
-    bodies, headers = upstream.observed.bodies, upstream.headers
+    headers = [h for h, _ in upstream.arrivals]
+    bodies = [b for _, b in upstream.arrivals]
     assert len(bodies) == N
     indices = sorted(int(h["x-abserve-corpus-index"]) for h in headers)
     assert indices == list(range(N))

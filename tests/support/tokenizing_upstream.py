@@ -57,7 +57,8 @@ class TokenizingUpstream(FakeUpstream):
         super().__init__(knobs)
         self.tokens_per_image = tokens_per_image
         self.tokenize_calls = 0
-        self.headers: list[dict[str, str]] = []  # request headers of each completion request
+        # (headers, parsed body) of each completion request, paired as they arrived
+        self.arrivals: list[tuple[dict[str, str], dict[str, Any]]] = []
 
     def app(self) -> Starlette:
         app = super().app()
@@ -65,7 +66,7 @@ class TokenizingUpstream(FakeUpstream):
         return app
 
     async def _complete(self, request: Request) -> Response:
-        self.headers.append(dict(request.headers))
+        self.arrivals.append((dict(request.headers), orjson.loads(await request.body())))
         return await super()._complete(request)
 
     async def _tokenize(self, request: Request) -> Response:

@@ -59,8 +59,9 @@ class RunOptions:
         """From Locust's parsed options (the ``--abserve-*`` flags)."""
         if ns.abserve_shape not in SHAPES:
             raise ValueError(f"unknown shape {ns.abserve_shape!r} (one of {', '.join(SHAPES)})")
-        if (ns.abserve_requests > 0) == (ns.abserve_duration > 0):
-            raise ValueError("give exactly one of --abserve-requests N or --abserve-duration S")
+        requests = 0 if ns.abserve_duration > 0 else ns.abserve_requests
+        if requests <= 0 and ns.abserve_duration <= 0:
+            raise ValueError("give --abserve-requests N or --abserve-duration S (bounded runs)")
         if not host:
             raise ValueError("no target host; pass --host URL")
         if not 0 <= shard < shards:
@@ -70,7 +71,7 @@ class RunOptions:
         return cls(
             host=host, profile=ns.abserve_profile, overrides=parse_overrides(pairs),
             corpus_path=Path(ns.abserve_corpus) if ns.abserve_corpus else None,
-            requests=ns.abserve_requests, duration=ns.abserve_duration,
+            requests=requests, duration=ns.abserve_duration,
             corpus_size=ns.abserve_corpus_size, shape=ns.abserve_shape, rate=ns.abserve_rate,
             steps=ns.abserve_steps, sweep_rates=rates,
             seed=None if ns.abserve_seed < 0 else ns.abserve_seed,
