@@ -27,7 +27,7 @@ CHAT_PATH = "/v1/chat/completions"
 PAD_WORD = "a"  # one token in any tokenizer we know; calibration verifies it anyway
 # Everyday words; the tiny model's tokenizer was trained on text containing all of them.
 WORDS = tuple(
-    "the morning light came slowly over hills and small town woke to sound of bells a baker "  # noqa: SIM905
+    "the morning light came slowly over hills and small town woke to sound of bells a baker "
     "opened door his shop set out bread rolls cakes on wooden table children ran along river "
     "with red kite laughing as wind pulled it higher old woman sat bench near fountain fed "
     "pigeons from paper bag market filled people buying apples pears onions carrots fish "
