@@ -130,3 +130,14 @@ def test_setup_errors_are_reported_not_hidden(upstream: TokenizingUpstream,
         run_load("chunk-boundary", upstream.url, requests=2, users=1, seed=1, run_id="x",
                  out_dir=tmp_path, overrides=["chunk_boundary.max_num_batched_tokens=4"],
                  timeout_s=30)
+
+
+@pytest.mark.timeout(60)
+def test_duration_bounded_poisson_run_stops_by_itself(upstream: TokenizingUpstream,
+                                                      tmp_path: Path) -> None:
+    summary = run_load("cache-reuse", upstream.url, duration=1.5, users=2, seed=2,
+                       run_id="dur", out_dir=tmp_path, shape="poisson", rate=8.0, timeout_s=30)
+    records = read_timings([summary.timings_path])
+    assert summary.stop_reason == "completed" and summary.failures == 0
+    assert 3 <= len(records) <= 30
+    assert all(r.scheduled_offset_s is not None and r.scheduled_offset_s < 1.5 for r in records)
