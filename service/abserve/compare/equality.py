@@ -192,8 +192,3 @@ def compare_pair(
     near_tie = bool(base.left_side.other_in_top) and bool(base.right_side.other_in_top)
     base.cls = "close" if near_tie else "divergent"
     return base
-
-
-def is_mismatch(result: PairResult, mismatch_classes: frozenset[str]) -> bool:
-    """Does this comparable result count against the candidate under the policy's classes?"""
-    return result.cls in mismatch_classes

@@ -8,6 +8,8 @@ fit their trend over items; summarise each arm; combine everything into one verd
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -208,6 +210,8 @@ def arm_summary(
 def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
     out: dict[str, object] = dict(run.provenance)
     out["policy_name"], out["policy_sha256"] = policy.name, policy.digest()
+    config = json.dumps(run.config, sort_keys=True, separators=(",", ":"), default=str)
+    out["config_sha256"] = hashlib.sha256(config.encode()).hexdigest()
     out["run_started_at"], out["run_ended_at"] = run.started_at, run.ended_at
     out["arms"] = {
         name: {

@@ -13,6 +13,7 @@ are found by bisection with an O(n log n) count, so no n² array is ever built.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ def _signed_rank_counts(n: int) -> Array:
     return dist
 
 
+@functools.lru_cache(maxsize=256)
 def signed_rank_critical(n: int, confidence: float) -> int:
     """Largest k with P(T+ <= k) <= (1 - confidence)/2 (k = -1 when none)."""
     alpha_half = (1.0 - confidence) / 2.0

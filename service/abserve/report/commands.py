@@ -74,7 +74,18 @@ def build_report(
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
     finally:
         store.close()
+    judgment.provenance["judged_by"] = judged_by()
     return write_report(judgment, out, baseline=baseline)
+
+
+def judged_by() -> dict[str, object]:
+    """The abserve version that made this report (the run's own provenance says what ran)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return {"abserve_version": version("abserve")}
+    except PackageNotFoundError:
+        return {"abserve_version": None}
 
 
 def report(

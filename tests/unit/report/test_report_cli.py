@@ -51,6 +51,9 @@ def test_report_exit_code_and_files(db: str, tmp_path: Path, run_id: str, code: 
     assert f"verdict: {verdict}" in text
     data = json.loads((out / "report.json").read_text())
     assert data["verdict"] == verdict and data["exchanges_warmup"] == 10
+    prov = data["provenance"]
+    assert prov["judged_by"]["abserve_version"] and len(prov["config_sha256"]) == 64
+    assert prov["arms"]["b"]["proven_lookup"] == ("bisect" if run_id != "unproven" else None)
     assert {p.name for p in out.iterdir()} == {"report.html", "report.md", "report.json", "junit.xml"}
 
 
