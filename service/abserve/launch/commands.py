@@ -29,6 +29,33 @@ def build_model(
     typer.echo(f"identity sha256: {model_identity_hash(path)}")
 
 
+
+
+def run(
+    config: Annotated[Path, typer.Argument(help="Experiment YAML.")] = Path("configs/cpu-default.yaml"),
+    out: Annotated[Path, typer.Option("--out", help="Directory for logs, store and report.")] = Path(
+        "runs/latest"
+    ),
+) -> None:
+    """Start the arms, prove their lookups, drive load through the router, judge, report."""
+    from rich.console import Console
+
+    from abserve.config import load_experiment
+    from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
+
+    console = Console()
+    try:
+        code = run_experiment(load_experiment(config), config, out, console)
+    except RunError as exc:
+        console.print(f"[bold red]run failed:[/] {exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+    except KeyboardInterrupt:
+        console.print("[bold red]interrupted[/]: every started process was stopped; the run is invalid")
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("build-model")(build_model)
+    app.command("run")(run)

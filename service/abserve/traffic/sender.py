@@ -7,6 +7,7 @@ arrive, not when a buffer fills. Errors become a short class in the record, neve
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -17,6 +18,14 @@ from abserve.records import REQUEST_ID_HEADER
 from abserve.traffic.corpus import CHAT_PATH, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord
+
+API_KEY_ENV = "ABSERVE_API_KEY"  # bearer key of the router (or server) under load; never logged
+
+
+def auth_headers() -> dict[str, str]:
+    """The Authorization header when ``ABSERVE_API_KEY`` is set, else nothing."""
+    key = os.environ.get(API_KEY_ENV, "")
+    return {"authorization": f"Bearer {key}"} if key else {}
 
 
 def make_pool(users: int) -> urllib3.PoolManager:
@@ -36,7 +45,7 @@ def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_
     request_id = None
     error = None
     try:
-        resp = pool.urlopen("POST", url, body=entry.body, headers=entry.headers(run_id),
+        resp = pool.urlopen("POST", url, body=entry.body, headers=entry.headers(run_id) | auth_headers(),
                             preload_content=False, redirect=False,
                             timeout=urllib3.Timeout(connect=10.0, read=timeout_s))
         status = resp.status

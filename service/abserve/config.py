@@ -1,0 +1,105 @@
+"""Experiment configuration: what ``abserve run`` starts, sends and judges.
+
+One YAML file (``configs/cpu-default.yaml``, ``configs/gpu-*.yaml``) names the model, the
+server arguments every arm shares, the arms and the lookup each must prove, router
+overrides, the bounded load plan (traffic profiles one after another) and the policy.
+The CPU default builds its tiny model offline; GPU configs name a hub model and are run by
+``docker compose`` through ``abserve.deploy.compose_env`` with the same load items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from abserve.deploy.compose_env import ArgValue, LoadItem, render_args
+from abserve.launch.server import ServerSpec
+
+Lookup = Literal["linear", "bisect"]
+Role = Literal["baseline", "candidate", "noise_floor"]
+
+
+class ModelConfig(BaseModel):
+    """The served model; ``builder: tiny-llava`` builds it offline when missing."""
+
+    model_config = ConfigDict(extra="forbid")
+    builder: Literal["tiny-llava"] | None = "tiny-llava"
+    path: Path = Path(".abserve/models/tiny-llava")
+    served_name: str = "tiny-llava"
+    spec: dict[str, Any] = Field(default_factory=dict)  # TinyModelSpec overrides
+
+
+class ServerConfig(BaseModel):
+    """Server settings every arm shares (only the lookup mode differs between arms)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_model_len: int = 8192
+    max_num_batched_tokens: int = 64
+    max_images: int = 1024
+    kv_cache_memory_bytes: int | None = 1 << 30
+    enforce_eager: bool = True
+    prefix_caching: bool = False
+    lookup_scope: Literal["runner", "all"] = "runner"
+    seed: int = 0
+    startup_timeout_s: float = 300.0
+    args: dict[str, ArgValue] = Field(default_factory=dict)  # further vLLM flags
+    env: dict[str, str] = Field(default_factory=dict)
+
+    def server_spec(self, model_path: Path, served_name: str) -> ServerSpec:
+        return ServerSpec(
+            model=str(model_path), served_model_name=served_name, max_model_len=self.max_model_len,
+            max_num_batched_tokens=self.max_num_batched_tokens, max_images=self.max_images,
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes, enforce_eager=self.enforce_eager,
+            prefix_caching=self.prefix_caching, seed=self.seed, lookup_scope=self.lookup_scope,
+            extra_args=render_args(self.args), env=self.env, startup_timeout_s=self.startup_timeout_s,
+        )
+
+
+class ArmConfig(BaseModel):
+    """One arm: the lookup its server must prove, its role, and optionally its CPUs."""
+
+    model_config = ConfigDict(extra="forbid")
+    lookup: Lookup
+    role: Role = "baseline"
+    cpus: list[int] | None = None
+
+
+class LoadConfig(BaseModel):
+    """The bounded load: traffic profiles sent one after another through the router."""
+
+    model_config = ConfigDict(extra="forbid")
+    users: int = Field(4, ge=1)
+    seed: int = 0
+    max_error_rate: float = 0.2
+    profiles: list[LoadItem] = Field(min_length=1)
+
+
+class ExperimentConfig(BaseModel):
+    """A whole A/B experiment."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    model: ModelConfig = ModelConfig()
+    server: ServerConfig = ServerConfig()
+    arms: dict[str, ArmConfig]
+    router: dict[str, Any] = Field(default_factory=dict)  # RouterSettings overrides
+    load: LoadConfig
+    policy: Path = Path("configs/policy/default.yaml")
+
+    @model_validator(mode="after")
+    def _check_arms(self) -> ExperimentConfig:
+        for arm in ("a", "b"):
+            if arm not in self.arms:
+                raise ValueError(f"arm {arm!r} is required (a = baseline, b = candidate)")
+        return self
+
+
+def load_experiment(path: Path | str) -> ExperimentConfig:
+    """Read and validate an experiment YAML file."""
+    raw = yaml.safe_load(Path(path).read_text())
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return ExperimentConfig.model_validate(raw)

@@ -1,0 +1,254 @@
+"""``abserve run``: one experiment from servers to sign-off report.
+
+Builds the tiny model if missing, starts every arm's vLLM server with its lookup mode,
+proves each arm's lookup with a multimodal probe before any load, starts the router,
+drives the configured traffic profiles through it with headless Locust, then records the
+arms' provenance and telemetry in the store, judges the run and writes the report. Every
+process it started is stopped on success, failure and Ctrl-C; a run that does not finish
+is left in the store as interrupted, so ``abserve report`` marks it invalid. A lock file
+refuses a second concurrent run on the same machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+from rich.console import Console
+
+from abserve.config import ExperimentConfig
+from abserve.launch.progress import LiveProgress
+from abserve.launch.provenance import arm_provenance, run_provenance
+from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
+from abserve.records import RunInfo
+from abserve.telemetry import prove_lookup, read_telemetry
+
+LOCK_PATH = Path(".abserve/run.lock")
+EXIT_INVALID = 3
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message says why and what to look at."""
+
+
+@dataclass
+class RunPaths:
+    out: Path
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{(self.out / 'abserve.db').resolve()}"
+
+    def log(self, name: str) -> Path:
+        return self.out / "logs" / f"{name}.log"
+
+    def telemetry(self, arm: str) -> Path:
+        return self.out / "telemetry" / arm
+
+
+@contextmanager
+def exclusive_run(lock_path: Path = LOCK_PATH) -> Iterator[None]:
+    """Refuse a second ``abserve run`` on this machine while one is running."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunError(f"another abserve run is in progress ({holder}); wait for it or stop it") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+
+
+def ensure_model(config: ExperimentConfig) -> Path:
+    """The model directory, built offline first when the config names a builder."""
+    if config.model.builder == "tiny-llava":
+        from abserve.launch.tiny_model import TinyModelSpec, ensure_tiny_model
+
+        return ensure_tiny_model(config.model.path, TinyModelSpec(**config.model.spec))
+    if not config.model.path.exists():
+        raise RunError(f"model path {config.model.path} does not exist")
+    return config.model.path
+
+
+def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict[str, VllmServer]:
+    spec = config.server.server_spec(model, config.model.served_name)
+    return {
+        name: VllmServer(
+            name, spec, arm.lookup, paths.log(f"vllm-{name}"), paths.telemetry(name), cpus=arm.cpus
+        )
+        for name, arm in config.arms.items()
+    }
+
+
+def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console: Console) -> None:
+    """Each arm must prove its lookup inside the gather step before any load is sent."""
+    from abserve.launch.probe import probe_body
+
+    body = probe_body(config.model.served_name)
+    for name, server in servers.items():
+        response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300)
+        if response.status_code != 200:
+            raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
+    time.sleep(1.2)  # one telemetry flush
+    for name, server in servers.items():
+        assert server.telemetry_dir is not None
+        proof = prove_lookup(read_telemetry(server.telemetry_dir), config.arms[name].lookup)
+        if not proof.ok:
+            raise RunError(f"arm {name} did not prove lookup {config.arms[name].lookup!r}: {proof.detail}")
+        console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")
+
+
+def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,
+                    run_id: str, port: int) -> dict[str, object]:
+    arms = {name: {"url": server.url, "role": config.arms[name].role} for name, server in servers.items()}
+    settings: dict[str, object] = {
+        "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
+        "arms": arms, "primary": "a", "run_id": run_id, "run_dir": str(paths.out),
+        "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
+    }
+    return settings
+
+
+class RouterProcess:
+    """``abserve router`` as a subprocess; stopped with SIGTERM so it drains and flushes."""
+
+    def __init__(self, settings: dict[str, object], paths: RunPaths, api_key: str) -> None:
+        self.config_path = paths.out / "router.yaml"
+        self.config_path.write_text(yaml.safe_dump(settings, sort_keys=True))
+        self.url = f"http://127.0.0.1:{settings['port']}"
+        self.log_path = paths.log("router")
+        self.api_key = api_key
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        env = {**os.environ, "ABSERVE_ROUTER_API_KEY": self.api_key}
+        cmd = [sys.executable, "-m", "abserve", "router", "--config", str(self.config_path)]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RunError(f"router exited ({self.process.returncode}); see {self.log_path}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise RunError(f"router not ready after {timeout_s:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
+                  paths: RunPaths, run_id: str, console: Console) -> None:
+    """Send every configured profile through the router, one after another."""
+    from abserve.traffic.runner import run_load
+
+    os.environ["ABSERVE_API_KEY"] = router.api_key
+    total = sum(item.requests for item in config.load.profiles)
+    with LiveProgress(router.url, router.api_key, list(servers), total, console):
+        for i, item in enumerate(config.load.profiles):
+            overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
+            summary = run_load(
+                item.profile, router.url, requests=item.requests, users=config.load.users,
+                seed=config.load.seed + i, run_id=run_id, out_dir=paths.out / "load" / item.profile,
+                model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
+                max_error_rate=config.load.max_error_rate,
+            )
+            if summary.exit_code != 0 and summary.stop_reason:
+                raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; see {summary.log_path}")
+
+
+def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
+                      model: Path, paths: RunPaths, run_id: str) -> RunInfo:
+    """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
+    from abserve.store import Store
+
+    store = Store.open(paths.database_url)
+    try:
+        run = store.get_run(run_id)
+        if run is None:
+            raise RunError(f"the router recorded no run {run_id}")
+        run.arms = {name: arm_provenance(name, server, config.arms[name]) for name, server in servers.items()}
+        run.provenance = run_provenance(config, config_path, model)
+        store.update_run(run)
+        return run
+    finally:
+        store.close()
+
+
+def new_run_id(config: ExperimentConfig) -> str:
+    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console) -> int:
+    """Run the whole experiment; return the report's exit code (3 when the run is invalid)."""
+    paths = RunPaths(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths.log("x").parent.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id(config)
+    servers: dict[str, VllmServer] = {}
+    router: RouterProcess | None = None
+    with exclusive_run():
+        try:
+            console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
+            model = ensure_model(config)
+            servers = make_servers(config, model, paths)
+            console.print(f"starting arms {', '.join(f'{n}={a.lookup}' for n, a in config.arms.items())} ...")
+            started = time.monotonic()
+            start_servers(list(servers.values()))
+            console.print(f"arms ready in {time.monotonic() - started:.0f} s")
+            prove_arms(config, servers, console)
+            router = RouterProcess(
+                router_settings(config, servers, paths, run_id, free_port()), paths, secrets.token_urlsafe(24)
+            )
+            router.start()
+            run_load_plan(config, router, servers, paths, run_id, console)
+            router.stop()
+            record_provenance(config, config_path, servers, model, paths, run_id)
+        except ServerStartError as exc:
+            raise RunError(str(exc)) from exc
+        finally:
+            if router is not None:
+                router.stop()
+            stop_servers(list(servers.values()))
+    return write_signoff(paths.database_url, run_id, config.policy, out, console)
+
+
+def write_signoff(db: str, run_id: str, policy: Path, out: Path, console: Console) -> int:
+    """Judge the stored run, write the report files, print the verdict; return its exit code."""
+    from abserve.report.commands import build_report
+
+    report = build_report(db, run_id, out, policy)
+    colour = {"pass": "green", "fail": "red", "invalid": "red"}.get(report.verdict, "yellow")
+    console.print(f"verdict: [bold {colour}]{report.verdict.upper()}[/] (exit {report.exit_code})")
+    for path in (report.html, report.markdown, report.json, report.junit):
+        console.print(f"  {path}")
+    return report.exit_code

