@@ -154,3 +154,21 @@ def test_probes(routed, pair) -> None:
     assert httpx.get(f"{router.url}/livez").json() == {"status": "ok"}
     ready = httpx.get(f"{router.url}/readyz")
     assert ready.status_code == 200 and ready.json()["arms"] == {"a": True, "b": True}
+
+
+def test_fingerprint_hashes_images_and_text_is_stored_only_when_configured(pair, tmp_path) -> None:
+    other = "data:image/png;base64," + base64.b64encode(b"another image").decode()
+    second = chat(True)
+    second["messages"][0]["content"][1]["image_url"]["url"] = other
+    for keep in (False, True):
+        sink = ListSink()
+        settings = dev_settings({"a": pair[0].url, "b": pair[1].url}, tmp_path,
+                                store_prompt_text=keep)
+        with RouterServer(settings, sink) as r:
+            for b in (chat(True), chat(True), second):
+                httpx.post(f"{r.url}/v1/chat/completions", json=b)
+            x, y, z = sink.wait_for(3)
+        assert x.fingerprint == y.fingerprint != z.fingerprint
+        assert x.image_hashes != z.image_hashes
+        assert (x.prompt_text is not None and "secret-prompt-words" in x.prompt_text) == keep
+        assert IMAGE[30:80] not in x.model_dump_json()

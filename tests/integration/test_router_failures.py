@@ -49,17 +49,20 @@ def test_slow_shadow_does_not_delay_the_client(ups, tmp_path) -> None:
     router, sink = serve({"a": a.url, "b": b.url}, tmp_path)
     fast, slow = [], []
     with router:
-        for _ in range(5):  # interleaved: shadow as fast as the primary, then 10x slower
+        for _ in range(8):  # interleaved: shadow as fast as the primary, then 10x slower
             b.knobs = Knobs(token_delay_s=0.01)
             fast.append(timed_stream(router.url)[0])
             b.knobs = Knobs(token_delay_s=0.1)
             took, text = timed_stream(router.url)
             slow.append(took)
             assert text.endswith("data: [DONE]\n\n")
-        records = sink.wait_for(10)
-    assert statistics.median(slow) - statistics.median(fast) < 0.010, (fast, slow)
+        records = sink.wait_for(16)
+    # A shadow that held the client back would add 0.07-0.7 s to each slow-shadow request.
+    # The best of 8 resists the noise of a shared 2-core machine (loaded, the spread
+    # between runs of the same request reaches 0.2 s); quiet, the difference is ~1 ms.
+    assert min(slow) - min(fast) < 0.020, (fast, slow)
     shadow = [x.arms["b"] for x in records if x.arms["b"].t_end and x.arms["b"].t_end > 0.6]
-    assert len(shadow) == 5 and max(slow) < 0.4  # client done long before the shadow
+    assert len(shadow) == 8 and statistics.median(slow) < 0.4  # client done long before the shadow
 
 
 def test_refused_shadow_leaves_client_served_and_is_recorded(ups, tmp_path) -> None:

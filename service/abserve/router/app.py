@@ -97,7 +97,8 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
             out = sink if sink is not None else await stack.enter_async_context(
                 _open_sink(settings))
             metrics = RouterMetrics()
-            recorder = Recorder(out, metrics, settings.run_id, settings.primary)
+            recorder = Recorder(out, metrics, settings.run_id, settings.primary,
+                                settings.store_prompt_text)
             app.state.router = RouterState(settings, clients, metrics, recorder)
             log.info("router up: run %s, arms %s, primary %s", settings.run_id,
                      sorted(settings.arms), settings.primary)
@@ -192,13 +193,13 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
         raw = await read_capped(request.stream(), request.headers.get("content-length"),
                                 s.max_body_bytes)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
-                                      allowed_hosts=s.allowed_media_hosts,
-                                      keep_text=s.store_prompt_text)
+                                      allowed_hosts=s.allowed_media_hosts)
     except RouterError as exc:
         state.metrics.rejected.labels(reason=str(exc.status)).inc()
         raise
-    additions = augment(checked.body, endpoint, s)
-    payload = orjson.dumps(checked.body)
+    sent = dict(checked.body)  # shallow: augment only sets top-level keys; the client's stays
+    additions = augment(sent, endpoint, s)
+    payload = orjson.dumps(sent)
     _admit(state)
     request_id = uuid.uuid4().hex
     relay = Relay(additions)

@@ -18,7 +18,7 @@ from typing import Protocol
 from abserve.records import Exchange
 from abserve.router.fanout import FanOut
 from abserve.router.metrics import RouterMetrics
-from abserve.router.validation import CheckedRequest
+from abserve.router.validation import CheckedRequest, identify
 
 log = logging.getLogger("abserve.router")
 
@@ -33,8 +33,9 @@ class Recorder:
     """Builds and sinks records; tracks exchanges in flight."""
 
     def __init__(self, sink: ExchangeSink, metrics: RouterMetrics, run_id: str,
-                 primary: str) -> None:
+                 primary: str, keep_text: bool = False) -> None:
         self.sink, self.metrics, self.run_id, self.primary = sink, metrics, run_id, primary
+        self.keep_text = keep_text
         self.pending: dict[asyncio.Task[None], FanOut] = {}
         self.admitted = 0  # exchanges admitted and not yet recorded
 
@@ -49,10 +50,11 @@ class Recorder:
                       started_at: float, tags: dict[str, str]) -> None:
         try:
             arms = await fan.wait()
+            ident = identify(checked, self.keep_text)
             exchange = Exchange(
                 run_id=self.run_id, request_id=request_id, endpoint=checked.endpoint,
-                stream=checked.stream, fingerprint=checked.fingerprint,
-                prompt_text=checked.prompt_text, image_hashes=checked.image_hashes,
+                stream=checked.stream, fingerprint=ident.fingerprint,
+                prompt_text=ident.prompt_text, image_hashes=ident.image_hashes,
                 tags=tags, started_at=started_at, arms=arms,
             )
             self.metrics.observe(exchange, self.primary)

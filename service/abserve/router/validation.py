@@ -6,9 +6,10 @@ Order matters and each step fails fast with an OpenAI-style error:
 2. parsed once with orjson (400 on malformed JSON);
 3. checked against a minimal schema of the endpoint (400 listing the bad fields);
 4. its media parts are counted (400 over ``max_images``), their types and URLs checked
-   (``security.check_media_url``), and each image hashed for the fingerprint.
-The fingerprint is the sha256 of canonical JSON (sorted keys) of the request with every
-media URL replaced by ``sha256:<hex>`` of the URL: image bytes are never kept.
+   (``security.check_media_url``).
+``identify`` (called when recording, off the latency path) gives the fingerprint: the
+sha256 of canonical JSON (sorted keys) of the client's request with every media URL
+replaced by ``sha256:<hex>`` of the URL. Image bytes are never kept.
 """
 
 from __future__ import annotations
@@ -55,11 +56,17 @@ class CompletionRequest(_Open):
 
 @dataclass
 class CheckedRequest:
-    """A request that passed every check: its parsed body and what the record needs."""
+    """A request that passed every check, as the client sent it (parsed once)."""
 
     endpoint: Endpoint
     body: dict[str, Any]
     stream: bool
+
+
+@dataclass
+class Identity:
+    """What the record keeps of a request: fingerprint, image hashes, text if allowed."""
+
     fingerprint: str
     image_hashes: list[str] = field(default_factory=list)
     prompt_text: str | None = None
@@ -117,57 +124,62 @@ def _sha(url: str) -> str:
     return "sha256:" + hashlib.sha256(url.encode()).hexdigest()
 
 
-async def _check_parts(body: dict[str, Any], max_images: int,
-                       allowed_hosts: list[str]) -> tuple[list[str], list[str], Any]:
-    """Check media parts; return image hashes, text pieces and the canonical messages."""
-    hashes: list[str] = []
-    texts: list[str] = []
-    canonical: list[Any] = []
+async def _check_parts(body: dict[str, Any], max_images: int, allowed_hosts: list[str]) -> None:
+    """Check every content part's type and media URL, and count the images."""
+    images = 0
     for message in body["messages"]:
         content = message.get("content")
-        if not isinstance(content, list):
-            texts.append(content or "")
-            canonical.append(message)
-            continue
-        parts: list[Any] = []
-        for part in content:
+        for part in content if isinstance(content, list) else ():
             kind = part.get("type")
             if kind in TEXT_PARTS or kind in DATA_PARTS:
-                texts.append(str(part.get("text", "")))
-                parts.append(part)
-            elif kind in URL_PARTS:
-                url = _part_url(part, kind)
-                await check_media_url(url, allowed_hosts)
-                digest = _sha(url)
-                if URL_PARTS[kind] == "image":
-                    hashes.append(digest)
-                    if len(hashes) > max_images:
-                        raise RouterError(400, f"more than {max_images} images", param=kind)
-                parts.append({**part, kind: {"url": digest}})
-            else:
+                continue
+            if kind not in URL_PARTS:
                 raise RouterError(400, "unsupported content part type", param="type")
-        canonical.append({**message, "content": parts})
-    return hashes, texts, canonical
+            await check_media_url(_part_url(part, kind), allowed_hosts)
+            if URL_PARTS[kind] == "image":
+                images += 1
+                if images > max_images:
+                    raise RouterError(400, f"more than {max_images} images", param=kind)
 
 
 async def check_request(endpoint: Endpoint, raw: bytes, *, max_images: int,
-                        allowed_hosts: list[str], keep_text: bool) -> CheckedRequest:
+                        allowed_hosts: list[str]) -> CheckedRequest:
     """Parse and check one request body (see the module docstring for the order)."""
     body = parse_json(raw)
     check_schema(endpoint, body)
     if endpoint == "chat/completions":
-        hashes, texts, messages = await _check_parts(body, max_images, allowed_hosts)
+        await _check_parts(body, max_images, allowed_hosts)
+    return CheckedRequest(endpoint=endpoint, body=body, stream=bool(body.get("stream")))
+
+
+def identify(checked: CheckedRequest, keep_text: bool) -> Identity:
+    """Fingerprint a checked request (off the latency path: hashing 1 MB costs ~1 ms)."""
+    body = checked.body
+    hashes: list[str] = []
+    texts: list[str] = []
+    canonical: dict[str, Any] = body
+    if checked.endpoint == "chat/completions":
+        messages = []
+        for message in body["messages"]:
+            content = message.get("content")
+            if not isinstance(content, list):
+                texts.append(content or "")
+                messages.append(message)
+                continue
+            parts = []
+            for part in content:
+                kind = part.get("type")
+                if kind in URL_PARTS:
+                    digest = _sha(_part_url(part, kind))
+                    hashes += [digest] if URL_PARTS[kind] == "image" else []
+                    part = {**part, kind: {"url": digest}}
+                elif kind in TEXT_PARTS:
+                    texts.append(str(part.get("text", "")))
+                parts.append(part)
+            messages.append({**message, "content": parts})
         canonical = {**body, "messages": messages}
     else:
-        hashes, canonical = [], body
         prompt = body["prompt"]
         texts = [prompt] if isinstance(prompt, str) else [str(p) for p in prompt]
     fingerprint = hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return CheckedRequest(
-        endpoint=endpoint,
-        body=body,
-        stream=bool(body.get("stream")),
-        fingerprint=fingerprint,
-        image_hashes=hashes,
-        prompt_text="\n".join(texts) if keep_text else None,
-    )
+    return Identity(fingerprint, hashes, "\n".join(texts) if keep_text else None)
