@@ -184,3 +184,10 @@ def test_exchange_without_tags_is_still_judged() -> None:
         e.tags.clear()
     j = judge(run_info(), ex, policy())
     assert j.verdict == "pass" and j.equality[0].by_profile["untagged"].total == 40
+
+
+def test_arm_absent_from_every_exchange_or_no_exchanges_is_invalid() -> None:
+    j = judge(run_info(), ab_run(40, arms=("a", "a2")), policy())
+    assert j.verdict == "invalid" and "coverage gap: 0/40" in j.invalid_reasons[0]
+    empty = judge(run_info(), [], policy())
+    assert empty.verdict == "invalid" and empty.invalid_reasons == ["no exchanges to judge"]
