@@ -91,14 +91,15 @@ def charts(j: Judgment) -> dict[str, Markup]:
             "rate",
         )
     tele = {n: a.telemetry for n, a in j.arms.items()}
-    out["items_per_call"] = svg.bars(
-        {n: (t.items_examined / t.lookup_calls if t.lookup_calls else 0.0) for n, t in tele.items()},
-        "lookup: items examined per call",
+    steps = {n: t.gather_calls or t.lookup_calls for n, t in tele.items()}
+    out["items_per_step"] = svg.bars(
+        {n: t.items_examined / steps[n] if steps[n] else 0.0 for n, t in tele.items()},
+        "lookup: items examined per engine step",
         "items",
     )
     out["lookup_us"] = svg.bars(
-        {n: (t.lookup_seconds / t.lookup_calls * 1e6 if t.lookup_calls else 0.0) for n, t in tele.items()},
-        "lookup: time per call",
+        {n: t.lookup_seconds / steps[n] * 1e6 if steps[n] else 0.0 for n, t in tele.items()},
+        "lookup: time per engine step",
         "µs",
     )
     return out
