@@ -37,6 +37,7 @@ class ServerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_model_len: int = 8192
+    dtype: str = "float32"
     max_num_batched_tokens: int = 64
     max_images: int = 1024
     kv_cache_memory_bytes: int | None = 1 << 30
@@ -50,11 +51,20 @@ class ServerConfig(BaseModel):
 
     def server_spec(self, model_path: Path, served_name: str) -> ServerSpec:
         return ServerSpec(
-            model=str(model_path), served_model_name=served_name, max_model_len=self.max_model_len,
-            max_num_batched_tokens=self.max_num_batched_tokens, max_images=self.max_images,
-            kv_cache_memory_bytes=self.kv_cache_memory_bytes, enforce_eager=self.enforce_eager,
-            prefix_caching=self.prefix_caching, seed=self.seed, lookup_scope=self.lookup_scope,
-            extra_args=render_args(self.args), env=self.env, startup_timeout_s=self.startup_timeout_s,
+            model=str(model_path),
+            served_model_name=served_name,
+            max_model_len=self.max_model_len,
+            dtype=self.dtype,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_images=self.max_images,
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+            enforce_eager=self.enforce_eager,
+            prefix_caching=self.prefix_caching,
+            seed=self.seed,
+            lookup_scope=self.lookup_scope,
+            extra_args=render_args(self.args),
+            env=self.env,
+            startup_timeout_s=self.startup_timeout_s,
         )
 
 

@@ -46,6 +46,7 @@ class ServerSpec(BaseModel):
     model: str  # path of the model directory
     served_model_name: str = "tiny-llava"
     max_model_len: int = 8192
+    dtype: str = "float32"  # vLLM on CPU would silently cast a float32 checkpoint to float16
     max_num_batched_tokens: int = 256  # small, so images are split across engine steps
     max_images: int = 1024
     kv_cache_memory_bytes: int | None = 1 << 30
@@ -71,6 +72,8 @@ class ServerSpec(BaseModel):
             str(port),
             "--max-model-len",
             str(self.max_model_len),
+            "--dtype",
+            self.dtype,
             "--max-num-batched-tokens",
             str(self.max_num_batched_tokens),
             "--limit-mm-per-prompt",
@@ -138,11 +141,19 @@ class VllmServer:
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
 
     def start(self) -> VllmServer:
-        """Launch the process (returns at once; call ``wait_ready``)."""
+        """Launch the process (returns at once; call ``wait_ready``).
+
+        With ``cpus`` the whole tree runs on those CPUs (affinity is set before exec and
+        inherited by every process vLLM spawns) and the CPU worker binds its OpenMP
+        threads to them, instead of every server binding to the same first core.
+        """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.telemetry_dir is not None:
             self.telemetry_dir.mkdir(parents=True, exist_ok=True)
         env = server_env(self.lookup_mode, self.telemetry_dir, self.spec)
+        cpus = sorted(self.cpus) if self.cpus else None
+        if cpus:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.command,
@@ -151,9 +162,8 @@ class VllmServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             )
-        if self.cpus:
-            pin_tree(self.process.pid, self.cpus)
         self.started_at = time.monotonic()
         return self
 
@@ -227,13 +237,21 @@ def _signal(proc: psutil.Process, sig: int) -> None:
 
 
 def pin_tree(pid: int, cpus: Sequence[int]) -> None:
-    """Set the CPU affinity of a process and all its descendants."""
-    try:
-        root = psutil.Process(pid)
-        for proc in [root, *root.children(recursive=True)]:
-            proc.cpu_affinity(list(cpus))
-    except psutil.Error:
-        pass
+    """Move every thread of a process tree onto ``cpus`` (re-pinning a running server).
+
+    Affinity is per thread on Linux, and the CPU worker's OpenMP threads pinned
+    themselves, so each thread of each process is moved, not only the main ones.
+    """
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            for thread in proc.threads():
+                try:
+                    os.sched_setaffinity(thread.id, list(cpus))
+                except (ProcessLookupError, PermissionError):
+                    continue
+        except psutil.Error:
+            continue
 
 
 def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None) -> None:
