@@ -94,7 +94,8 @@ async def batch(client: httpx.AsyncClient, url: str, body: bytes, n: int) -> lis
 async def measure(urls: dict[str, str], router_proc: psutil.Process, body: bytes,
                   levels: dict[int, int]) -> list[dict[str, float]]:
     rows = []
-    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128,
+                          keepalive_expiry=2.0)  # under the servers' 5 s keep-alive
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         for conc, total in levels.items():
             samples: dict[str, list[tuple[float, float]]] = {"direct": [], "router": []}
