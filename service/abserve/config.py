@@ -69,12 +69,28 @@ class ServerConfig(BaseModel):
 
 
 class ArmConfig(BaseModel):
-    """One arm: the lookup its server must prove, its role, and optionally its CPUs."""
+    """One arm: the lookup its server must prove, its role, and optionally its CPUs.
+
+    ``mutant`` turns the arm into a TEST-ONLY wrong build (``abserve.mutants``) that a
+    report must catch; it is part of the mode the server proves (``linear+slow``).
+    """
 
     model_config = ConfigDict(extra="forbid")
     lookup: Lookup
     role: Role = "baseline"
     cpus: list[int] | None = None
+    mutant: Literal["drop-straddle", "slow", "embed-fault"] | None = None
+    mutant_env: dict[str, str] = Field(default_factory=dict)  # ABSERVE_MUTANT_DELAY_US, ...
+
+    @property
+    def expected_mode(self) -> str:
+        return self.lookup if self.mutant is None else f"{self.lookup}+{self.mutant}"
+
+    def server_env(self) -> dict[str, str]:
+        """Extra server environment of this arm (the mutant selection, if any)."""
+        if self.mutant is None:
+            return {}
+        return {"ABSERVE_MUTANT": self.mutant, **self.mutant_env}
 
 
 class LoadConfig(BaseModel):

@@ -34,6 +34,7 @@ class Counters:
     lookup_ns: int = 0
     gather_calls: int = 0
     gather_ns: int = 0
+    faults_injected: int = 0  # test-only mutants (abserve.mutants)
     items_per_request: dict[str, int] = field(default_factory=dict)
 
     def add_lookup(self, num_items: int, examined: int, elapsed_ns: int) -> None:
@@ -62,9 +63,17 @@ class ProcessTelemetry:
     patched: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
+    mutant: str | None = None  # a test-only fault (abserve.mutants); part of the proven mode
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     schema: int = TELEMETRY_SCHEMA
+
+    @property
+    def effective_mode(self) -> str | None:
+        """The lookup mode this process runs, ``<lookup>+<mutant>`` for a mutant."""
+        if self.mode is None or self.mutant is None:
+            return self.mode
+        return f"{self.mode}+{self.mutant}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,6 +167,7 @@ def sum_counters(records: list[ProcessTelemetry]) -> Counters:
         total.lookup_ns += c.lookup_ns
         total.gather_calls += c.gather_calls
         total.gather_ns += c.gather_ns
+        total.faults_injected += c.faults_injected
         for bucket, count in c.items_per_request.items():
             total.items_per_request[bucket] = total.items_per_request.get(bucket, 0) + count
     return total
@@ -173,7 +183,7 @@ def prove_lookup(records: list[ProcessTelemetry], expected: str | None) -> Proof
     patched = sorted({m for r in records for m in r.patched})
     version = next((r.vllm_version for r in records if r.vllm_version), None)
     totals = sum_counters(records)
-    modes = {r.mode for r in records}
+    modes = {r.effective_mode for r in records}
     if not records:
         return Proof(expected, None, "no telemetry: plugin not loaded", [], None, totals)
     if modes == {None}:
@@ -185,7 +195,7 @@ def prove_lookup(records: list[ProcessTelemetry], expected: str | None) -> Proof
     if not runners or not any(r.counters.lookup_calls > 0 for r in runners):
         detail = "mode set but no process ran the patched lookup inside the gather step yet"
         return Proof(expected, None, detail, patched, version, totals)
-    mode = runners[0].mode
+    mode = runners[0].effective_mode
     detail = (
         f"{mode}: {totals.lookup_calls} lookups in {totals.gather_calls} gather steps "
         f"by pid(s) {sorted(r.pid for r in runners)}"

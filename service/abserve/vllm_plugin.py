@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from abserve import lookup
+from abserve import lookup, mutants
 from abserve.telemetry import ProcessTelemetry, TelemetryWriter, process_role
 
 logger = logging.getLogger("abserve.vllm_plugin")
@@ -91,6 +91,7 @@ def _init_state(mode: str, scope: str) -> None:
         mode=mode,
         scope=scope,
         vllm_version=_vllm_version(),
+        mutant=mutants.selected_mutant(),
     )
     targets = RUNNER_MODULES + (ENGINE_MODULES if scope == "all" else ())
     pending = [m for m in targets if _module_exists(m, _state.skipped)]
@@ -129,6 +130,7 @@ def _reset_after_fork() -> None:
         vllm_version=parent.vllm_version,
         patched=list(parent.patched),
         skipped=dict(parent.skipped),
+        mutant=parent.mutant,
     )
     if _writer is not None:
         _writer = TelemetryWriter(_writer.directory, _state)
@@ -194,16 +196,24 @@ def patch_module(module: ModuleType) -> None:
     if original is None:
         _state.skipped[name] = f"present but does not bind {HELPER}"
         return
-    setattr(module, HELPER, make_lookup(_state.mode, original))
+    setattr(module, HELPER, make_lookup(_state.mode, original, _state.mutant))
+    if _state.mutant == "embed-fault" and name == "vllm.v1.worker.gpu_model_runner":
+        mutants.install_embed_fault(module.GPUModelRunner, _count_fault)
     if name in GATHER_METHODS:
         _time_gather_method(module, *GATHER_METHODS[name])
     _state.patched.append(name)
 
 
-def make_lookup(mode: str, vllm_helper: Callable[..., tuple[int, int]]) -> Callable[..., Any]:
-    """The counted lookup for a mode; ``bisect`` is vLLM's own helper, unmodified."""
-    chosen = vllm_helper if mode == "bisect" else lookup.linear_window
-    examined = _bisect_probes if mode == "bisect" else _linear_visits
+def make_lookup(
+    mode: str, vllm_helper: Callable[..., tuple[int, int]], mutant: str | None = None
+) -> Callable[..., Any]:
+    """The counted lookup for a mode; ``bisect`` is vLLM's own helper, unmodified.
+
+    The work count is computed from the result after the timed call (exact, see
+    ``abserve.lookup``), so both arms pay the same small bookkeeping outside the timing.
+    """
+    chosen = mutants.mutate_lookup(mutant, vllm_helper if mode == "bisect" else lookup.linear_window)
+    examined = lookup.bisect_probes if mode == "bisect" else lookup.linear_examined
 
     @wraps(vllm_helper)
     def counted_lookup(mm_features: Sequence[Any], start: int, end: int) -> tuple[int, int]:
@@ -212,21 +222,16 @@ def make_lookup(mode: str, vllm_helper: Callable[..., tuple[int, int]]) -> Calla
         elapsed = time.perf_counter_ns() - began
         if _state is not None:
             n = len(mm_features)
-            _state.counters.add_lookup(n, examined(n, hi), elapsed)
+            _state.counters.add_lookup(n, examined(n, lo, hi), elapsed)
         return lo, hi
 
-    counted_lookup.abserve_mode = mode  # type: ignore[attr-defined]
+    counted_lookup.abserve_mode = mode if mutant is None else f"{mode}+{mutant}"  # type: ignore[attr-defined]
     return counted_lookup
 
 
-def _linear_visits(num_items: int, hi: int) -> int:
-    """Items a linear scan looks at: up to the first one starting at or after the window."""
-    return min(num_items, hi + 1)
-
-
-def _bisect_probes(num_items: int, hi: int) -> int:
-    """Key probes of two ``bisect_left`` calls over ``num_items`` items."""
-    return 2 * max(1, num_items.bit_length()) if num_items else 0
+def _count_fault() -> None:
+    if _state is not None:
+        _state.counters.faults_injected += 1
 
 
 def _time_gather_method(module: ModuleType, class_name: str, method_name: str) -> None:

@@ -91,7 +91,13 @@ def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict
     spec = config.server.server_spec(model, config.model.served_name)
     return {
         name: VllmServer(
-            name, spec, arm.lookup, paths.log(f"vllm-{name}"), paths.telemetry(name), cpus=arm.cpus
+            name,
+            spec,
+            arm.lookup,
+            paths.log(f"vllm-{name}"),
+            paths.telemetry(name),
+            cpus=arm.cpus,
+            extra_env=arm.server_env(),
         )
         for name, arm in config.arms.items()
     }
@@ -109,9 +115,10 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
     time.sleep(1.2)  # one telemetry flush
     for name, server in servers.items():
         assert server.telemetry_dir is not None
-        proof = prove_lookup(read_telemetry(server.telemetry_dir), config.arms[name].lookup)
+        expected = config.arms[name].expected_mode
+        proof = prove_lookup(read_telemetry(server.telemetry_dir), expected)
         if not proof.ok:
-            raise RunError(f"arm {name} did not prove lookup {config.arms[name].lookup!r}: {proof.detail}")
+            raise RunError(f"arm {name} did not prove lookup {expected!r}: {proof.detail}")
         console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")
 
 
@@ -221,7 +228,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             model = ensure_model(config)
             servers = make_servers(config, model, paths)
-            console.print(f"starting arms {', '.join(f'{n}={a.lookup}' for n, a in config.arms.items())} ...")
+            modes = ", ".join(f"{n}={a.expected_mode}" for n, a in config.arms.items())
+            console.print(f"starting arms {modes} ...")
             started = time.monotonic()
             start_servers(list(servers.values()))
             console.print(f"arms ready in {time.monotonic() - started:.0f} s")

@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 
 def arm_provenance(name: str, server: VllmServer, arm: ArmConfig) -> ArmProvenance:
     """One arm's proof (from its telemetry), its server arguments and its placement."""
-    proof = prove_lookup(read_telemetry(server.telemetry_dir) if server.telemetry_dir else [], arm.lookup)
+    records = read_telemetry(server.telemetry_dir) if server.telemetry_dir else []
+    proof = prove_lookup(records, arm.expected_mode)
     totals = proof.totals
     return ArmProvenance(
-        expected_lookup=arm.lookup,
+        expected_lookup=arm.expected_mode,
         proven_lookup=proof.proven,
         proof_detail=proof.detail,
         patched_modules=proof.patched,

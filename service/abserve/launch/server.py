@@ -128,6 +128,7 @@ class VllmServer:
     telemetry_dir: Path | None
     port: int = field(default_factory=free_port)
     cpus: Sequence[int] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. a test-only mutant
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ready_after_s: float | None = None
@@ -150,7 +151,7 @@ class VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.telemetry_dir is not None:
             self.telemetry_dir.mkdir(parents=True, exist_ok=True)
-        env = server_env(self.lookup_mode, self.telemetry_dir, self.spec)
+        env = server_env(self.lookup_mode, self.telemetry_dir, self.spec) | self.extra_env
         cpus = sorted(self.cpus) if self.cpus else None
         if cpus:
             env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))

@@ -1,0 +1,116 @@
+"""TEST-ONLY faults that abserve must catch: never enable them on a server you judge.
+
+A comparison service earns trust by failing builds that are wrong. These mutants are the
+wrong builds, selected per server by ``ABSERVE_MUTANT`` next to ``ABSERVE_MM_LOOKUP`` and
+recorded (and proven) in the server's telemetry as ``<lookup>+<mutant>``, so a report can
+never mistake a mutant arm for a real one:
+
+- ``drop-straddle`` (correctness): an off-by-one at the window's end, the kind of bug a
+  "clean-up" of the window test makes: an item that straddles the end of a prefill chunk
+  is dropped from that step, so the part of the image inside the chunk is never embedded.
+- ``slow`` (latency): a known cost per lookup call, ``ABSERVE_MUTANT_DELAY_US``
+  microseconds of busy work (default 2000), the shape of a lookup that got slower.
+- ``embed-fault`` (silent correctness): on requests with more than
+  ``ABSERVE_MUTANT_MIN_ITEMS`` items (default 64) the embedding of the middle item is
+  zeroed, an image-handling bug that flips few or no output tokens (issue 9).
+
+Stdlib only (runs inside vLLM processes, imported by ``abserve.vllm_plugin``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any
+
+from abserve.lookup import Feature, linear_window
+
+MUTANT_ENV = "ABSERVE_MUTANT"
+DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
+MIN_ITEMS_ENV = "ABSERVE_MUTANT_MIN_ITEMS"
+MUTANTS = ("drop-straddle", "slow", "embed-fault")
+
+Lookup = Callable[[Sequence[Feature], int, int], tuple[int, int]]
+
+
+def selected_mutant() -> str | None:
+    """The mutant this process runs, validated; None when unset."""
+    mutant = os.environ.get(MUTANT_ENV, "").strip()
+    if not mutant:
+        return None
+    if mutant not in MUTANTS:
+        raise ValueError(f"{MUTANT_ENV}={mutant!r}: expected one of {', '.join(MUTANTS)}")
+    return mutant
+
+
+def delay_us() -> int:
+    return int(os.environ.get(DELAY_ENV, "2000"))
+
+
+def min_items() -> int:
+    return int(os.environ.get(MIN_ITEMS_ENV, "64"))
+
+
+def drop_straddle_window(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+    """The linear scan with an off-by-one: items ending past ``end`` are left out."""
+    lo, hi = linear_window(features, start, end)
+    while hi > lo and features[hi - 1].mm_position.offset + features[hi - 1].mm_position.length > end:
+        hi -= 1
+    return lo, hi
+
+
+def with_delay(lookup: Lookup, micros: int) -> Lookup:
+    """``lookup`` plus ``micros`` microseconds of busy work per call (not sleep: CPU time)."""
+
+    @wraps(lookup)
+    def slow_lookup(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+        deadline = time.perf_counter_ns() + micros * 1000
+        result = lookup(features, start, end)
+        while time.perf_counter_ns() < deadline:
+            pass
+        return result
+
+    return slow_lookup
+
+
+def mutate_lookup(mutant: str | None, lookup: Lookup) -> Lookup:
+    """The lookup a mutant arm runs instead of ``lookup``."""
+    if mutant == "drop-straddle":
+        return drop_straddle_window
+    if mutant == "slow":
+        return with_delay(lookup, delay_us())
+    return lookup
+
+
+def install_embed_fault(runner_cls: Any, on_fault: Callable[[], None]) -> None:
+    """Zero the middle item's encoder output on requests with many items (V1 runner).
+
+    Wraps ``_gather_mm_embeddings`` to choose, per step, the faulty item of each large
+    request, and ``_get_encoder_output_from_cache`` to hand out zeros for those items.
+    """
+    gather = runner_cls._gather_mm_embeddings
+    get_cached = runner_cls._get_encoder_output_from_cache
+    threshold = min_items()
+    faulty: set[str] = set()
+
+    @wraps(gather)
+    def choosing_gather(self: Any, *args: Any, **kwargs: Any) -> Any:
+        faulty.clear()
+        for req_id in self.input_batch.req_ids:
+            features = self.requests[req_id].mm_features
+            if len(features) > threshold:
+                faulty.add(features[len(features) // 2].identifier)
+        return gather(self, *args, **kwargs)
+
+    @wraps(get_cached)
+    def zeroing_get(self: Any, mm_hash: str) -> Any:
+        output = get_cached(self, mm_hash)
+        if output is not None and mm_hash in faulty:
+            on_fault()
+            return output * 0
+        return output
+
+    runner_cls._gather_mm_embeddings = choosing_gather
+    runner_cls._get_encoder_output_from_cache = zeroing_get
