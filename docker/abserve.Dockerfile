@@ -18,7 +18,7 @@ RUN python -m pip install "/app[service]" \
 # and copied here as well so the image also works on its own.
 COPY loadtest /app/loadtest
 COPY configs /app/configs
-COPY docker/run-router.sh docker/run-load.sh docker/prepare-run.sh /app/docker/
+COPY docker/run-router.sh docker/run-load.sh docker/prepare-run.sh docker/run-report.sh /app/docker/
 
 USER abserve
 ENTRYPOINT ["abserve"]

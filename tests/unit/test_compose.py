@@ -205,7 +205,10 @@ def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
     assert conditions["router"] == "service_completed_successfully"  # store marked completed
     assert any(v["source"] == str(ROOT / "reports") and v["target"] == "/reports" for v in report["volumes"])
     command = report["command"]
-    assert command[0] == "report"
+    assert report["entrypoint"] == ["/app/docker/run-report.sh"]  # abserve prove, then report
+    assert "--db" in command and "--out" in command
+    script = (ROOT / "docker" / "run-report.sh").read_text()
+    assert "abserve prove" in script and "exec abserve report" in script
     assert command[command.index("--policy") + 1] == "/app/configs/policy/default.yaml"
     assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
 

@@ -55,7 +55,28 @@ def run(
     raise typer.Exit(code)
 
 
+def prove(
+    run_id: Annotated[str, typer.Argument(help="Run id in the store.")],
+    db: Annotated[str, typer.Option("--db", help="Store URL.")],
+    telemetry_root: Annotated[
+        Path, typer.Option("--telemetry-root", help="Directory holding one telemetry dir per arm.")
+    ],
+    expect: Annotated[
+        list[str], typer.Option("--expect", help="ARM=MODE, e.g. a=linear (repeat per arm).")
+    ],
+) -> None:
+    """Record each arm's lookup proof from its telemetry into the store (docker compose path)."""
+    from abserve.launch.provenance import record_proofs
+
+    expected = dict(item.split("=", 1) for item in expect)
+    run = record_proofs(db, run_id, telemetry_root, expected)
+    for name, arm in sorted(run.arms.items()):
+        proven = f"proven {arm.proven_lookup} ({arm.proof_detail})"
+        typer.echo(f"arm {name}: expected {arm.expected_lookup}, {proven}")
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("build-model")(build_model)
     app.command("run")(run)
+    app.command("prove")(prove)

@@ -18,34 +18,61 @@ from typing import TYPE_CHECKING
 import psutil
 
 import abserve
-from abserve.records import ArmProvenance, LookupTelemetry
-from abserve.telemetry import prove_lookup, read_telemetry
+from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
+from abserve.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
 if TYPE_CHECKING:
     from abserve.config import ArmConfig, ExperimentConfig
     from abserve.launch.server import VllmServer
 
 
-def arm_provenance(name: str, server: VllmServer, arm: ArmConfig) -> ArmProvenance:
-    """One arm's proof (from its telemetry), its server arguments and its placement."""
-    records = read_telemetry(server.telemetry_dir) if server.telemetry_dir else []
-    proof = prove_lookup(records, arm.expected_mode)
+def proven_provenance(records: list[ProcessTelemetry], expected: str | None) -> ArmProvenance:
+    """An arm's proof and lookup telemetry, from its servers' telemetry records."""
+    proof = prove_lookup(records, expected)
     totals = proof.totals
     return ArmProvenance(
-        expected_lookup=arm.expected_mode,
+        expected_lookup=expected,
         proven_lookup=proof.proven,
         proof_detail=proof.detail,
         patched_modules=proof.patched,
         vllm_version=proof.vllm_version,
-        server_args=server.spec.args(server.port),
-        url=server.url,
-        placement={"cpus": list(server.cpus) if server.cpus else "unpinned"},
         telemetry=LookupTelemetry(
-            lookup_calls=totals.lookup_calls, items_examined=totals.items_examined,
-            lookup_seconds=totals.lookup_ns / 1e9, gather_calls=totals.gather_calls,
-            gather_seconds=totals.gather_ns / 1e9, items_per_request=totals.items_per_request,
+            lookup_calls=totals.lookup_calls,
+            items_examined=totals.items_examined,
+            lookup_seconds=totals.lookup_ns / 1e9,
+            gather_calls=totals.gather_calls,
+            gather_seconds=totals.gather_ns / 1e9,
+            items_per_request=totals.items_per_request,
         ),
     )
+
+
+def arm_provenance(name: str, server: VllmServer, arm: ArmConfig) -> ArmProvenance:
+    """One arm's proof (from its telemetry), its server arguments and its placement."""
+    records = read_telemetry(server.telemetry_dir) if server.telemetry_dir else []
+    provenance = proven_provenance(records, arm.expected_mode)
+    provenance.server_args = server.spec.args(server.port)
+    provenance.url = server.url
+    provenance.placement = {"cpus": list(server.cpus) if server.cpus else "unpinned"}
+    return provenance
+
+
+def record_proofs(database_url: str, run_id: str, telemetry_root: Path, expected: dict[str, str]) -> RunInfo:
+    """Store each arm's proof, read from ``telemetry_root/<arm>``, with a run that abserve did not
+    start itself (``docker compose``: the arms are services, their telemetry a shared volume)."""
+    from abserve.store import Store
+
+    store = Store.open(database_url)
+    try:
+        run = store.get_run(run_id)
+        if run is None:
+            raise ValueError(f"no run {run_id!r} in the store")
+        for arm, mode in expected.items():
+            run.arms[arm] = proven_provenance(read_telemetry(telemetry_root / arm), mode)
+        store.update_run(run)
+        return run
+    finally:
+        store.close()
 
 
 def file_sha256(path: Path) -> str:
