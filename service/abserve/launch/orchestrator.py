@@ -29,13 +29,14 @@ import yaml
 from rich.console import Console
 
 from abserve.config import ExperimentConfig
+from abserve.launch.blocks import apply_placement, block_record, experiment_blocks, split_requests
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.records import RunInfo
 from abserve.telemetry import prove_lookup, read_telemetry
 
-LOCK_PATH = Path(".abserve/run.lock")
+LOCK_PATH = Path(os.environ.get("ABSERVE_RUN_LOCK", ".abserve/run.lock"))
 EXIT_INVALID = 3
 
 
@@ -88,7 +89,9 @@ def ensure_model(config: ExperimentConfig) -> Path:
 
 
 def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict[str, VllmServer]:
+    """One server per arm, pinned to its CPUs of the first block."""
     spec = config.server.server_spec(model, config.model.served_name)
+    first = experiment_blocks(config)[0].placement
     return {
         name: VllmServer(
             name,
@@ -96,7 +99,7 @@ def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict
             arm.lookup,
             paths.log(f"vllm-{name}"),
             paths.telemetry(name),
-            cpus=arm.cpus,
+            cpus=first[name] or None,
             extra_env=arm.server_env(),
         )
         for name, arm in config.arms.items()
@@ -127,7 +130,8 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
     arms = {name: {"url": server.url, "role": config.arms[name].role} for name, server in servers.items()}
     settings: dict[str, object] = {
         "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
-        "arms": arms, "primary": "a", "run_id": run_id, "run_dir": str(paths.out),
+        "arms": arms, "primary": config.router.get("primary", "a"),  # the arm the client hears
+        "run_id": run_id, "run_dir": str(paths.out),
         "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
     }
     return settings
@@ -174,27 +178,47 @@ class RouterProcess:
 
 
 def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
-                  paths: RunPaths, run_id: str, console: Console) -> None:
-    """Send every configured profile through the router, one after another."""
+                  paths: RunPaths, run_id: str, console: Console) -> list[dict[str, object]]:
+    """Send the load in blocks (``abserve.launch.blocks``) and return each block's record.
+
+    Before each block the arms are re-pinned to that block's placement (when the config
+    rotates CPU sets); every block sends its share of every profile, one after another, each
+    request tagged with the block index and the placement.
+    """
     from abserve.traffic.runner import run_load
 
     os.environ["ABSERVE_API_KEY"] = router.api_key
+    plan = experiment_blocks(config)
+    shares = [split_requests(item.requests, len(plan)) for item in config.load.profiles]
     total = sum(item.requests for item in config.load.profiles)
+    records: list[dict[str, object]] = []
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
-        for i, item in enumerate(config.load.profiles):
-            overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
-            summary = run_load(
-                item.profile, router.url, requests=item.requests, users=config.load.users,
-                seed=config.load.seed + i, run_id=run_id, out_dir=paths.out / "load" / item.profile,
-                model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
-                max_error_rate=config.load.max_error_rate,
-            )
-            if summary.exit_code != 0 and summary.stop_reason:
-                raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; see {summary.log_path}")
+        for block in plan:
+            if config.blocks.cpu_sets is not None:
+                apply_placement(servers, block.placement)
+                time.sleep(config.blocks.settle_s)
+            started, sent = time.time(), 0
+            tags = {"block": str(block.index), "placement": block.label}
+            for i, item in enumerate(config.load.profiles):
+                overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
+                summary = run_load(
+                    item.profile, router.url, requests=shares[i][block.index], users=config.load.users,
+                    seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
+                    out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
+                    model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
+                    max_error_rate=config.load.max_error_rate, tags=tags,
+                )
+                if summary.exit_code != 0 and summary.stop_reason:
+                    raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; "
+                                   f"see {summary.log_path}")
+                sent += summary.requests_sent
+            records.append(block_record(block, started, time.time(), sent))
+    return records
 
 
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
-                      model: Path, paths: RunPaths, run_id: str) -> RunInfo:
+                      model: Path, paths: RunPaths, run_id: str,
+                      blocks: list[dict[str, object]] | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
@@ -204,7 +228,7 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
         run.arms = {name: arm_provenance(name, server, config.arms[name]) for name, server in servers.items()}
-        run.provenance = run_provenance(config, config_path, model)
+        run.provenance = run_provenance(config, config_path, model, blocks)
         store.update_run(run)
         return run
     finally:
@@ -216,14 +240,19 @@ def new_run_id(config: ExperimentConfig) -> str:
 
 
 def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console) -> int:
-    """Run the whole experiment; return the report's exit code (3 when the run is invalid)."""
+    """Run the whole experiment; return the report's exit code (3 when the run is invalid).
+
+    A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
+    started and is marked ``interrupted`` in the store, so any report of it is invalid.
+    """
     paths = RunPaths(out)
-    out.mkdir(parents=True, exist_ok=True)
     paths.log("x").parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_report(out)
     run_id = new_run_id(config)
     servers: dict[str, VllmServer] = {}
     router: RouterProcess | None = None
-    with exclusive_run():
+    finished = False
+    with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             model = ensure_model(config)
@@ -238,16 +267,55 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                 router_settings(config, servers, paths, run_id, free_port()), paths, secrets.token_urlsafe(24)
             )
             router.start()
-            run_load_plan(config, router, servers, paths, run_id, console)
+            blocks = run_load_plan(config, router, servers, paths, run_id, console)
             router.stop()
-            record_provenance(config, config_path, servers, model, paths, run_id)
+            record_provenance(config, config_path, servers, model, paths, run_id, blocks)
+            finished = True
         except ServerStartError as exc:
             raise RunError(str(exc)) from exc
         finally:
             if router is not None:
                 router.stop()
             stop_servers(list(servers.values()))
+            if router is not None and not finished:
+                mark_interrupted(paths.database_url, run_id)
     return write_signoff(paths.database_url, run_id, config.policy, out, console)
+
+
+REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
+
+
+def remove_stale_report(out: Path) -> None:
+    """An earlier run's report in ``out`` must not pass for this run's if this one fails."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def mark_interrupted(database_url: str, run_id: str) -> None:
+    """The router marks its run completed when it shuts down cleanly; an unfinished run is not."""
+    from abserve.store import Store
+
+    store = Store.open(database_url)
+    try:
+        if store.get_run(run_id) is not None:
+            store.finish_run(run_id, "interrupted")
+    finally:
+        store.close()
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C, so the same clean-up runs for both."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write_signoff(db: str, run_id: str, policy: Path, out: Path, console: Console) -> int:
