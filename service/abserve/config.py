@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abserve.deploy.compose_env import ArgValue, LoadItem, render_args
+from abserve.launch.blocks import Order, is_balanced, plan_blocks
 from abserve.launch.server import ServerSpec
 
 Lookup = Literal["linear", "bisect"]
@@ -103,6 +104,31 @@ class LoadConfig(BaseModel):
     profiles: list[LoadItem] = Field(min_length=1)
 
 
+class BlocksConfig(BaseModel):
+    """Counterbalanced blocks (``abserve.launch.blocks``): the run is ``count`` blocks, each
+    sending its share of every load profile; with ``cpu_sets`` the arms rotate through those
+    CPU sets between blocks in ``order`` (``balanced``: ABBA; ``cyclic``: ABAB; ``fixed``: no
+    swap, the naive design), re-pinned without a restart. Without ``cpu_sets`` each arm keeps
+    its own ``cpus`` in every block. Every rotation must appear equally often.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(default=1, ge=1, le=256)
+    order: Order = "balanced"
+    cpu_sets: list[list[int]] | None = None
+    settle_s: float = Field(default=1.0, ge=0.0, le=60.0)  # pause after re-pinning, before the block
+
+    @model_validator(mode="after")
+    def _check_sets(self) -> BlocksConfig:
+        if self.cpu_sets is None:
+            return self
+        if not self.cpu_sets or any(not s or min(s) < 0 or len(set(s)) != len(s) for s in self.cpu_sets):
+            raise ValueError("blocks.cpu_sets: each set needs distinct, non-negative CPU numbers")
+        if len({len(s) for s in self.cpu_sets}) != 1:
+            raise ValueError("blocks.cpu_sets: every set must have the same size (equal shares)")
+        return self
+
+
 class ExperimentConfig(BaseModel):
     """A whole A/B experiment."""
 
@@ -113,13 +139,30 @@ class ExperimentConfig(BaseModel):
     arms: dict[str, ArmConfig]
     router: dict[str, Any] = Field(default_factory=dict)  # RouterSettings overrides
     load: LoadConfig
+    blocks: BlocksConfig = BlocksConfig()
     policy: Path = Path("configs/policy/default.yaml")
 
     @model_validator(mode="after")
     def _check_arms(self) -> ExperimentConfig:
-        for arm in ("a", "b"):
-            if arm not in self.arms:
-                raise ValueError(f"arm {arm!r} is required (a = baseline, b = candidate)")
+        if "a" not in self.arms or len(self.arms) < 2:
+            raise ValueError("arm 'a' (the baseline) and at least one other arm are required")
+        return self
+
+    @model_validator(mode="after")
+    def _check_blocks(self) -> ExperimentConfig:
+        blocks = self.blocks
+        if blocks.cpu_sets is not None:
+            pinned = [name for name, arm in self.arms.items() if arm.cpus]
+            if pinned:
+                raise ValueError(f"arms {pinned} set cpus and blocks.cpu_sets rotates them: "
+                                 "choose one")
+            plan = plan_blocks(list(self.arms), blocks.cpu_sets, blocks.count, blocks.order)
+            if not is_balanced(plan):
+                raise ValueError(f"blocks.count={blocks.count} does not use every placement "
+                                 f"equally often with {len(blocks.cpu_sets)} CPU sets")
+        few = [item.profile for item in self.load.profiles if item.requests < blocks.count]
+        if few:
+            raise ValueError(f"profiles {few} have fewer requests than blocks ({blocks.count})")
         return self
 
 

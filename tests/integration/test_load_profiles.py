@@ -141,3 +141,15 @@ def test_duration_bounded_poisson_run_stops_by_itself(upstream: TokenizingUpstre
     assert summary.stop_reason == "completed" and summary.failures == 0
     assert 3 <= len(records) <= 30
     assert all(r.scheduled_offset_s is not None and r.scheduled_offset_s < 1.5 for r in records)
+
+
+@pytest.mark.timeout(120)
+def test_run_tags_arrive_as_headers_on_every_request(upstream: TokenizingUpstream,
+                                                     tmp_path: Path) -> None:
+    tags = {"block": "1", "placement": "a:1,b:0"}
+    summary = run_load("interleaved", upstream.url, requests=3, users=1, seed=2, run_id="t-tags",
+                       out_dir=tmp_path, timeout_s=30, tags=tags)
+    assert summary.requests_sent == 3
+    headers = [h for h, _ in upstream.arrivals]
+    assert len(headers) == 3
+    assert all(h["x-abserve-block"] == "1" and h["x-abserve-placement"] == "a:1,b:0" for h in headers)

@@ -94,8 +94,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def run_provenance(config: ExperimentConfig, config_path: Path, model: Path) -> dict[str, object]:
-    """Versions, hashes, seeds and host of a run."""
+def run_provenance(config: ExperimentConfig, config_path: Path, model: Path,
+                   blocks: list[dict[str, object]] | None = None) -> dict[str, object]:
+    """Versions, hashes, seeds and host of a run, and its blocks (index, start and end time,
+    placement of every arm; ``abserve.launch.blocks.block_record``)."""
     from abserve.launch.tiny_model import model_identity_hash
 
     traffic = [Path("configs/traffic") / f"{item.profile}.yaml" for item in config.load.profiles]
@@ -116,5 +118,7 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path) -> 
         "host": {"machine": platform.machine(), "cpus": psutil.cpu_count(),
                  "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
                  "processor": platform.processor() or platform.machine(), "gpu": None},
+        "blocks": blocks or [],
+        "block_design": config.blocks.model_dump(),
         "recorded_at": time.time(),
     }

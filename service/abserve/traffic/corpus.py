@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,10 +53,50 @@ class CorpusEntry:
     token_estimate: int
     spans: tuple[Span, ...] = field(default=())
 
-    def headers(self, run_id: str) -> dict[str, str]:
-        """HTTP headers for sending this entry in run ``run_id``."""
+    def headers(self, run_id: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """HTTP headers for sending this entry in run ``run_id``, plus ``extra`` run tags
+        (``{"block": "0"}`` becomes ``x-abserve-block: 0``; see ``parse_tags``)."""
+        run_tags = {f"{TAG_HEADER_PREFIX}{key}": value for key, value in (extra or {}).items()}
         return {"content-type": "application/json", f"{TAG_HEADER_PREFIX}run-id": run_id,
-                **self.tags}
+                **run_tags, **self.tags}
+
+
+RESERVED_TAGS = frozenset({"run-id", "request-id", "profile", "items", "token-estimate",
+                           "corpus-index", "seed"})
+_TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_TAG_VALUE = re.compile(r"^[A-Za-z0-9 .,:+_/=-]{0,200}$")
+
+
+def check_tags(tags: dict[str, str]) -> dict[str, str]:
+    """Validate run tags (the load generator's ``--abserve-tags``) and return them.
+
+    Keys are short lowercase header words that do not shadow the corpus's own tags;
+    values are short plain text, so a tag can never inject a header or a separator.
+    """
+    for key, value in tags.items():
+        if not _TAG_KEY.match(key):
+            raise ValueError(f"tag key {key!r}: use lowercase letters, digits and '-'")
+        if key in RESERVED_TAGS:
+            raise ValueError(f"tag key {key!r} is reserved (set by the corpus or the router)")
+        if not _TAG_VALUE.match(value):
+            raise ValueError(f"tag {key}={value!r}: value must be short plain text")
+    return dict(tags)
+
+
+def format_tags(tags: dict[str, str]) -> str:
+    """``{"block": "0", "placement": "a:0,b:1"}`` -> ``block=0;placement=a:0,b:1``."""
+    return ";".join(f"{key}={value}" for key, value in check_tags(tags).items())
+
+
+def parse_tags(text: str) -> dict[str, str]:
+    """The inverse of ``format_tags``; an empty string gives no tags."""
+    tags: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in text.split(";"))):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"tag {pair!r}: expected key=value")
+        tags[key.strip()] = value.strip()
+    return check_tags(tags)
 
 
 def derive_seed(*parts: object) -> int:

@@ -57,6 +57,8 @@ def _add_options(parser: Any) -> None:
     add("--abserve-tokenize-url", default="", help="server for /tokenize (default: the host)")
     add("--abserve-timeout", type=float, default=600.0, help="per-request read timeout, s")
     add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
+    add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
+        "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
 
 
 @events.init.add_listener
@@ -129,7 +131,7 @@ class ChatUser(User):
         opts = state.options
         record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
                             profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
-                            arrival=job.arrival, scheduled_at=job.scheduled_at)
+                            arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags)
         state.finish(record)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,

@@ -12,14 +12,14 @@ import threading
 import time
 import uuid
 from argparse import Namespace
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from abserve.traffic.calibrate import HttpTokenizer
-from abserve.traffic.corpus import CorpusEntry, build_corpus, read_jsonl
+from abserve.traffic.corpus import CorpusEntry, build_corpus, parse_tags, read_jsonl
 from abserve.traffic.profiles import load_profile, parse_overrides
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.timing import TimingRecord, TimingWriter
@@ -52,6 +52,7 @@ class RunOptions:
     shards: int = 1
     node: str = "local"
     profile_name: str = ""
+    tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
 
     @classmethod
     def from_namespace(cls, ns: Namespace, host: str, shard: int, shards: int,
@@ -79,7 +80,7 @@ class RunOptions:
             out_dir=Path(ns.abserve_out), max_error_rate=ns.abserve_max_error_rate,
             min_requests=ns.abserve_min_requests, model=ns.abserve_model,
             tokenize_url=ns.abserve_tokenize_url, timeout_s=ns.abserve_timeout,
-            shard=shard, shards=shards, node=node)
+            shard=shard, shards=shards, node=node, tags=parse_tags(ns.abserve_tags))
 
 
 @dataclass(frozen=True)

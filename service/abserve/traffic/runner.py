@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from abserve.traffic.corpus import format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.timing import read_timings
 
@@ -50,7 +51,8 @@ def locust_args(profile: str | Path, host: str, *, requests: int | None, duratio
                 users: int, seed: int | None, run_id: str, out_dir: Path, shape: ShapeName,
                 rate: float, max_error_rate: float, model: str | None,
                 tokenize_url: str | None, overrides: list[str], timeout_s: float,
-                corpus: Path | None, sweep_rates: list[float] | None) -> list[str]:
+                corpus: Path | None, sweep_rates: list[float] | None,
+                tags: dict[str, str] | None = None) -> list[str]:
     """The ``--abserve-*`` options (shared by local, master and worker processes)."""
     if shape not in SHAPES:
         raise LoadError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
@@ -67,7 +69,8 @@ def locust_args(profile: str | Path, host: str, *, requests: int | None, duratio
     optional = {"--abserve-seed": seed, "--abserve-model": model,
                 "--abserve-tokenize-url": tokenize_url, "--abserve-corpus": corpus,
                 "--abserve-set": ";".join(overrides) if overrides else None,
-                "--abserve-sweep-rates": ",".join(map(str, sweep_rates)) if sweep_rates else None}
+                "--abserve-sweep-rates": ",".join(map(str, sweep_rates)) if sweep_rates else None,
+                "--abserve-tags": format_tags(tags) if tags else None}
     for flag, value in optional.items():
         if value is not None:
             args += [flag, str(value)]
@@ -80,8 +83,13 @@ def run_load(profile: str | Path, host: str, *, requests: int | None = None, use
              model: str | None = None, tokenize_url: str | None = None,
              overrides: list[str] | None = None, timeout_s: float = 600.0,
              corpus: Path | None = None, sweep_rates: list[float] | None = None,
-             processes: int = 1, deadline_s: float | None = None) -> LoadSummary:
-    """Run headless Locust until the load is sent (or stopped early) and summarize it."""
+             processes: int = 1, deadline_s: float | None = None,
+             tags: dict[str, str] | None = None) -> LoadSummary:
+    """Run headless Locust until the load is sent (or stopped early) and summarize it.
+
+    ``tags`` go on every request as ``x-abserve-KEY`` headers and end up in the router's
+    ``Exchange.tags`` (the orchestrator tags each block and its placement this way).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in [*out_dir.glob("timings-*.jsonl"), *out_dir.glob("node-*.json")]:
@@ -92,7 +100,7 @@ def run_load(profile: str | Path, host: str, *, requests: int | None = None, use
                          seed=seed, run_id=run_id, out_dir=out_dir, shape=shape, rate=rate,
                          max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
                          overrides=overrides or [], timeout_s=timeout_s, corpus=corpus,
-                         sweep_rates=sweep_rates)
+                         sweep_rates=sweep_rates, tags=tags)
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
            "-r", str(users), "--only-summary", "--stop-timeout", "5", *common]
     if processes > 1:

@@ -35,7 +35,8 @@ def make_pool(users: int) -> urllib3.PoolManager:
 
 def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id: str,
                profile: str, worker: str, timeout_s: float, arrival: Arrival | None = None,
-               scheduled_at: float | None = None) -> TimingRecord:
+               scheduled_at: float | None = None,
+               tags: dict[str, str] | None = None) -> TimingRecord:
     """POST one entry to ``host``'s chat endpoint and return what the client measured."""
     url = host.rstrip("/") + CHAT_PATH
     sent_at = time.time()
@@ -45,7 +46,8 @@ def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_
     request_id = None
     error = None
     try:
-        resp = pool.urlopen("POST", url, body=entry.body, headers=entry.headers(run_id) | auth_headers(),
+        headers = entry.headers(run_id, tags) | auth_headers()
+        resp = pool.urlopen("POST", url, body=entry.body, headers=headers,
                             preload_content=False, redirect=False,
                             timeout=urllib3.Timeout(connect=10.0, read=timeout_s))
         status = resp.status
