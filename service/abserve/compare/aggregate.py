@@ -59,6 +59,9 @@ def equality_line(results: list[PairResult], left: str, right: str, policy: Poli
     k = sum(r.cls in mismatch for r in comparable)
     ci = clopper_pearson(k, len(comparable), policy.confidence)
     same_tokens = [r.max_logprob_delta for r in comparable if r.cls in ("identical", "drift")]
+    prompts = [r for r in comparable if r.prompt_positions is not None]
+    prompt_deltas = [r.prompt_logprob_delta or 0.0 for r in prompts]
+    prompt_drifts = [r for r in prompts if r.prompt_drift_position is not None]
     return EqualityLine(
         left=left,
         right=right,
@@ -78,6 +81,11 @@ def equality_line(results: list[PairResult], left: str, right: str, policy: Poli
         by_profile=_grouped(results, "profile", policy, mismatch),
         drift_quantiles=quantiles(same_tokens, DRIFT_QUANTILES) if same_tokens else [],
         examples=[r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES],
+        prompt_sampled=len(prompts),
+        prompt_drifts=len(prompt_drifts),
+        prompt_only_drifts=sum(r.cls == "drift" and r.drift_position is None for r in prompt_drifts),
+        prompt_drift_by_position=_histogram([r.prompt_drift_position for r in prompt_drifts]),
+        prompt_drift_quantiles=quantiles(prompt_deltas, DRIFT_QUANTILES) if prompt_deltas else [],
     )
 
 
@@ -103,13 +111,15 @@ def drift_tolerance(exchanges: list[Exchange], policy: Policy, floor: str | None
 
     With ``drift_floor_quantile`` set and a floor arm present, the tolerance is that quantile
     of the largest logprob difference per exchange between baseline and floor where their
-    tokens agree: drift the same build shows under the same load is not held against B.
+    tokens agree (output or sampled prompt logprobs, whichever moved more): drift the same
+    build shows under the same load is not held against B.
     """
     rule = policy.equality
     if rule.drift_floor_quantile is None or floor is None:
         return rule.drift_tolerance
     raw = pair_results(exchanges, policy.arms.baseline, floor, 0.0)
-    deltas = [r.max_logprob_delta for r in raw if r.cls in ("identical", "drift")]
+    deltas = [max(r.max_logprob_delta, r.prompt_logprob_delta or 0.0)
+              for r in raw if r.cls in ("identical", "drift")]
     if not deltas:
         return rule.drift_tolerance
     return max(rule.drift_tolerance, float(np.quantile(deltas, rule.drift_floor_quantile)))

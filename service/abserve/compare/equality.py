@@ -4,7 +4,8 @@ Classes, from best to worst:
 
 - ``identical``: same token ids, and every chosen logprob and top-k set within ``drift_tolerance``
   (0.0 = bitwise, which is what two servers running the same numerics produce);
-- ``drift``: same token ids but some logprob differs beyond the tolerance: a change that flipped
+- ``drift``: same token ids but some logprob differs beyond the tolerance, in the output or,
+  on the exchanges the router sampled for it, in the prompt logprobs: a change that flipped
   no token (issue 9: a fault in one image's embedding can show only here);
 - ``close``: tokens differ, and at the first difference each side's token is in the other side's
   top-k logprobs (vLLM's ``check_logprobs_close``): a near-tie resolved differently;
@@ -58,6 +59,9 @@ class PairResult(BaseModel):
     right_side: SideAtDivergence | None = None
     max_logprob_delta: float = 0.0  # over positions where both chose the same token
     drift_position: int | None = None  # first position whose logprobs differ beyond tolerance
+    prompt_positions: int | None = None  # prompt positions compared; None = not sampled on both
+    prompt_logprob_delta: float | None = None  # largest prompt-logprob gap
+    prompt_drift_position: int | None = None  # first prompt position beyond tolerance
     status_mismatch: bool = False
     finish_mismatch: bool = False
     usage_mismatch: bool = False
@@ -124,7 +128,8 @@ def _side(outcome: ArmOutcome, index: int, other_token: int | str | None, by_id:
 
 
 def _drift(
-    left: ArmOutcome, right: ArmOutcome, length: int, by_id: bool, tolerance: float
+    left: list[PositionLogprobs], right: list[PositionLogprobs], length: int, by_id: bool,
+    tolerance: float
 ) -> tuple[float, int | None]:
     """Largest chosen-logprob gap over the common prefix, and the first position beyond tolerance.
 
@@ -132,8 +137,8 @@ def _drift(
     beyond the tolerance.
     """
     worst, first = 0.0, None
-    for i in range(min(length, len(left.logprobs), len(right.logprobs))):
-        lp, rp = left.logprobs[i], right.logprobs[i]
+    for i in range(min(length, len(left), len(right))):
+        lp, rp = left[i], right[i]
         delta = abs(lp.logprob - rp.logprob)
         ltop = {_key(t, by_id): t.logprob for t in lp.top}
         rtop = {_key(t, by_id): t.logprob for t in rp.top}
@@ -144,6 +149,27 @@ def _drift(
         if first is None and (delta > tolerance or not same_set):
             first = i
     return worst, first
+
+
+def _compare_prompts(
+    result: PairResult, left: ArmOutcome, right: ArmOutcome, tolerance: float
+) -> None:
+    """Prompt logprobs, where both arms were asked for them: largest gap, first drift.
+
+    A prompt of another length (or another token at a position) drifts where it differs.
+    """
+    lp, rp = left.prompt_logprobs, right.prompt_logprobs
+    if lp is None or rp is None:
+        return
+    common = min(len(lp), len(rp))
+    worst, first = _drift(lp, rp, common, True, tolerance)
+    moved = next((i for i in range(common) if lp[i].token_id != rp[i].token_id), None)
+    if moved is None and len(lp) != len(rp):
+        moved = common
+    if moved is not None and (first is None or moved < first):
+        first = moved
+    result.prompt_positions = max(len(lp), len(rp))
+    result.prompt_logprob_delta, result.prompt_drift_position = worst, first
 
 
 def _usage_differs(left: ArmOutcome, right: ArmOutcome) -> bool:
@@ -179,10 +205,12 @@ def compare_pair(
     if index is None and len(lseq) != len(rseq):
         index = common
     base.max_logprob_delta, base.drift_position = _drift(
-        left, right, common if index is None else index, by_id, drift_tolerance
+        left.logprobs, right.logprobs, common if index is None else index, by_id, drift_tolerance
     )
+    _compare_prompts(base, left, right, drift_tolerance)
     if index is None:
-        base.cls = "identical" if base.drift_position is None else "drift"
+        same = base.drift_position is None and base.prompt_drift_position is None
+        base.cls = "identical" if same else "drift"
         return base
     lt = lseq[index] if index < len(lseq) else None
     rt = rseq[index] if index < len(rseq) else None

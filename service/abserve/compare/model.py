@@ -69,6 +69,14 @@ class EqualityLine(BaseModel):
     by_items: dict[str, ClassCounts] = Field(default_factory=dict)
     by_profile: dict[str, ClassCounts] = Field(default_factory=dict)
     drift_quantiles: list[float] = Field(default_factory=list)  # max |dlogprob|, p0..p100 by 10
+    # Prompt logprobs (the router's sample, ``prompt_logprobs_fraction``): exchanges compared
+    # on them, how many drifted there, how many of those drifted ONLY there (output logprobs
+    # within tolerance), where the first prompt drift falls, and the largest gap's quantiles.
+    prompt_sampled: int = 0
+    prompt_drifts: int = 0
+    prompt_only_drifts: int = 0
+    prompt_drift_by_position: dict[str, int] = Field(default_factory=dict)
+    prompt_drift_quantiles: list[float] = Field(default_factory=list)
     examples: list[PairResult] = Field(default_factory=list)  # first mismatches, in order
 
 

@@ -98,7 +98,8 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
                 _open_sink(settings))
             metrics = RouterMetrics()
             recorder = Recorder(out, metrics, settings.run_id, settings.primary,
-                                settings.store_prompt_text)
+                                settings.store_prompt_text, settings.prompt_logprobs_fraction,
+                                settings.prompt_logprobs_k)
             app.state.router = RouterState(settings, clients, metrics, recorder)
             log.info("router up: run %s, arms %s, primary %s", settings.run_id,
                      sorted(settings.arms), settings.primary)

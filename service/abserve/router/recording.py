@@ -1,7 +1,8 @@
 """Turning a finished fan-out into one ``Exchange`` record, and handing it to the store.
 
 ``Recorder.finish`` runs as its own task per exchange, after the client's answer is on
-its way: it waits for every arm (the slowest shadow included), builds the record,
+its way: it waits for every arm (the slowest shadow included), on a sample of exchanges
+asks every arm for the prompt logprobs (``prompt_sample``), builds the record,
 updates the metrics and gives the record to a sink. The sink is the store's
 ``BatchWriter`` (batched writes on its own thread, off the request path); tests of one
 piece may pass any object with ``put(exchange)``. The recorder also keeps the set of
@@ -18,6 +19,7 @@ from typing import Protocol
 from abserve.records import Exchange
 from abserve.router.fanout import FanOut
 from abserve.router.metrics import RouterMetrics
+from abserve.router.prompt_sample import probe, sampled
 from abserve.router.validation import CheckedRequest, identify
 
 log = logging.getLogger("abserve.router")
@@ -33,9 +35,11 @@ class Recorder:
     """Builds and sinks records; tracks exchanges in flight."""
 
     def __init__(self, sink: ExchangeSink, metrics: RouterMetrics, run_id: str,
-                 primary: str, keep_text: bool = False) -> None:
+                 primary: str, keep_text: bool = False, prompt_logprobs_fraction: float = 0.0,
+                 prompt_logprobs_k: int = 0) -> None:
         self.sink, self.metrics, self.run_id, self.primary = sink, metrics, run_id, primary
         self.keep_text = keep_text
+        self.prompt_fraction, self.prompt_k = prompt_logprobs_fraction, prompt_logprobs_k
         self.pending: dict[asyncio.Task[None], FanOut] = {}
         self.admitted = 0  # exchanges admitted and not yet recorded
 
@@ -51,6 +55,8 @@ class Recorder:
         try:
             arms = await fan.wait()
             ident = identify(checked, self.keep_text)
+            if sampled(ident.fingerprint, self.prompt_fraction):
+                arms = await probe(fan.calls, checked.body, checked.endpoint, self.prompt_k)
             exchange = Exchange(
                 run_id=self.run_id, request_id=request_id, endpoint=checked.endpoint,
                 stream=checked.stream, fingerprint=ident.fingerprint,

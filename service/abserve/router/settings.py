@@ -88,6 +88,10 @@ class RouterSettings(BaseSettings):
     default_seed: int = 0
     request_usage: bool = True  # ask arms for the usage chunk; hidden unless the client asked
     store_prompt_text: bool = False
+    # Prompt-logprob probe (router/prompt_sample.py): this fraction of exchanges, chosen by
+    # request fingerprint, also asks every arm for the prompt logprobs with top-k candidates.
+    prompt_logprobs_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    prompt_logprobs_k: int = Field(default=0, ge=0, le=20)
     pool: PoolLimits = PoolLimits()
 
     @classmethod
