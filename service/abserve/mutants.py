@@ -30,6 +30,7 @@ from abserve.lookup import Feature, linear_window
 MUTANT_ENV = "ABSERVE_MUTANT"
 DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
 MIN_ITEMS_ENV = "ABSERVE_MUTANT_MIN_ITEMS"
+DEFAULT_DELAY_US = 2000
 MUTANTS = ("drop-straddle", "slow", "embed-fault")
 
 Lookup = Callable[[Sequence[Feature], int, int], tuple[int, int]]
@@ -46,7 +47,7 @@ def selected_mutant() -> str | None:
 
 
 def delay_us() -> int:
-    return int(os.environ.get(DELAY_ENV, "2000"))
+    return int(os.environ.get(DELAY_ENV, str(DEFAULT_DELAY_US)))
 
 
 def min_items() -> int:

@@ -75,8 +75,28 @@ def prove(
         typer.echo(f"arm {name}: expected {arm.expected_lookup}, {proven}")
 
 
+def selftest(
+    config: Annotated[Path, typer.Argument(help="Selftest YAML.")] = Path("configs/selftest.yaml"),
+    out: Annotated[Path, typer.Option("--out", help="Directory for the runs, reports and results.")] = Path(
+        "runs/selftest"
+    ),
+) -> None:
+    """Prove the verdicts on real servers: A/A' passes, mutants fail; exit 0 only if all hold."""
+    from rich.console import Console
+
+    from abserve.launch.selftest import run_selftest
+
+    try:
+        code = run_selftest(config, out, Console())
+    except KeyboardInterrupt:
+        typer.echo("interrupted: every started process was stopped", err=True)
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("build-model")(build_model)
     app.command("run")(run)
     app.command("prove")(prove)
+    app.command("selftest")(selftest)

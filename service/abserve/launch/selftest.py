@@ -1,0 +1,203 @@
+"""``abserve selftest``: prove on real servers that the verdicts catch what they must.
+
+A comparison service earns trust only by failing wrong builds and passing identical ones.
+``configs/selftest.yaml`` names a few experiments (each an ordinary ``abserve run`` config, run
+one after another so no more than four servers share the machine) and the checks to make on
+their stored records (``abserve.launch.selftest_checks``): the A/A' pair must pass, the real
+change is reported as measured, the correctness mutant must fail on equality naming the first
+divergent request and position, and the slowness mutant must fail on latency with its injected
+effect inside the reported interval. Each check judges the same stored records with its own
+arm roles (``policy.arms``), writes its own report, and the whole selftest writes
+``selftest.json`` and ``selftest.md`` (a table of expected vs actual verdicts). Exit 0 only if
+every expectation holds; 1 if one does not; 3 if an experiment could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rich.console import Console
+from rich.table import Table
+
+from abserve.compare import judge, load_policy
+from abserve.compare.policy import ArmRoles, Policy
+from abserve.launch.selftest_checks import CheckResult, CheckSpec, evaluate
+
+SELFTEST_SCHEMA_VERSION = 1
+EXIT_OK, EXIT_EXPECTATION, EXIT_NOT_RUN = 0, 1, 3
+
+
+class SelftestConfig(BaseModel):
+    """The experiments to run and the checks to make on their records."""
+
+    model_config = ConfigDict(extra="forbid")
+    policy: Path
+    experiments: dict[str, Path] = Field(min_length=1)  # name -> experiment config
+    checks: list[CheckSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _known_experiments(self) -> SelftestConfig:
+        unknown = sorted({c.experiment for c in self.checks} - set(self.experiments))
+        if unknown:
+            raise ValueError(f"checks name experiments that are not configured: {unknown}")
+        return self
+
+
+class ExperimentOutcome(BaseModel):
+    """One experiment as it ran: where its records are, or why it did not run."""
+
+    name: str
+    config: str
+    out_dir: str
+    run_id: str | None = None
+    exit_code: int | None = None  # of its own report (under the experiment's policy)
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class SelftestResult(BaseModel):
+    """The content of ``selftest.json``."""
+
+    schema_version: int = SELFTEST_SCHEMA_VERSION
+    ok: bool
+    exit_code: int
+    started_at: float
+    ended_at: float
+    policy: str
+    experiments: list[ExperimentOutcome]
+    checks: list[CheckResult]
+
+
+def load_selftest(path: Path) -> SelftestConfig:
+    raw = yaml.safe_load(Path(path).read_text())
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return SelftestConfig.model_validate(raw)
+
+
+def run_one(name: str, config_path: Path, out: Path, console: Console) -> ExperimentOutcome:
+    """Run one experiment with ``abserve run`` and find its run id in its store."""
+    from abserve.config import load_experiment
+    from abserve.launch.orchestrator import RunError, run_experiment
+
+    outcome = ExperimentOutcome(name=name, config=str(config_path), out_dir=str(out))
+    began = time.monotonic()
+    try:
+        outcome.exit_code = run_experiment(load_experiment(config_path), config_path, out, console)
+        outcome.run_id = stored_run_id(out)
+    except (RunError, ValueError, OSError) as exc:
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    outcome.seconds = time.monotonic() - began
+    return outcome
+
+
+def stored_run_id(out: Path) -> str | None:
+    """The newest run in an experiment's store."""
+    from abserve.store import Store
+
+    store = Store.open(f"sqlite:///{(out / 'abserve.db').resolve()}")
+    try:
+        runs = sorted(store.list_runs(), key=lambda r: r.started_at)
+        return runs[-1].run_id if runs else None
+    finally:
+        store.close()
+
+
+def roles_policy(policy: Policy, spec: CheckSpec) -> Policy:
+    """The selftest policy with this check's arms in the baseline/candidate/floor roles."""
+    arms = ArmRoles(baseline=spec.baseline, candidate=spec.candidate, floor=spec.floor)
+    return policy.model_copy(update={"arms": arms})
+
+
+def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, out: Path) -> CheckResult:
+    """Judge the experiment's stored records for one check, write its report, evaluate it."""
+    from abserve.report import write_report
+    from abserve.store import Store
+
+    if experiment.run_id is None:
+        return CheckResult(name=spec.name, experiment=spec.experiment,
+                           arms=f"{spec.baseline} vs {spec.candidate}", expected=spec.expect,
+                           verdict="not run", holds=False,
+                           details=[f"experiment {experiment.name} did not run: {experiment.error}"])
+    store = Store.open(f"sqlite:///{(Path(experiment.out_dir) / 'abserve.db').resolve()}")
+    try:
+        run = store.get_run(experiment.run_id)
+        assert run is not None, experiment.run_id
+        judgment = judge(run, store.iter_exchanges(experiment.run_id), roles_policy(policy, spec))
+    finally:
+        store.close()
+    report_dir = out / "checks" / spec.name
+    write_report(judgment, report_dir)
+    if spec.expect == "fail-latency" and spec.delay_us is None:
+        delay = configured_delay_us(Path(experiment.config), spec.candidate)
+        spec = spec.model_copy(update={"delay_us": delay})
+    return evaluate(spec, judgment, str(report_dir))
+
+
+def configured_delay_us(config_path: Path, arm: str) -> float | None:
+    """The slowness mutant's delay per lookup call as the experiment configures it."""
+    from abserve.config import load_experiment
+    from abserve.mutants import DEFAULT_DELAY_US, DELAY_ENV
+
+    chosen = load_experiment(config_path).arms.get(arm)
+    if chosen is None or chosen.mutant != "slow":
+        return None
+    return float(chosen.mutant_env.get(DELAY_ENV, DEFAULT_DELAY_US))
+
+
+def run_selftest(config_path: Path, out: Path, console: Console) -> int:
+    """Run every experiment, make every check, write the results; return the exit code."""
+    config = load_selftest(config_path)
+    policy = load_policy(config.policy)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    experiments = {
+        name: run_one(name, path, out / "experiments" / name, console)
+        for name, path in config.experiments.items()
+    }
+    checks = [judge_check(spec, experiments[spec.experiment], policy, out) for spec in config.checks]
+    not_run = any(e.run_id is None for e in experiments.values())
+    ok = all(c.holds for c in checks) and not not_run
+    code = EXIT_OK if ok else EXIT_NOT_RUN if not_run else EXIT_EXPECTATION
+    result = SelftestResult(ok=ok, exit_code=code, started_at=started, ended_at=time.time(),
+                            policy=str(config.policy), experiments=list(experiments.values()),
+                            checks=checks)
+    write_results(result, out)
+    console.print(results_table(result))
+    console.print(f"selftest: [bold {'green' if ok else 'red'}]{'OK' if ok else 'FAILED'}[/] (exit {code})")
+    return code
+
+
+def write_results(result: SelftestResult, out: Path) -> None:
+    (out / "selftest.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2))
+    (out / "selftest.md").write_text(results_markdown(result))
+
+
+def results_markdown(result: SelftestResult) -> str:
+    """The expected-vs-actual table, then each check's evidence."""
+    lines = ["# abserve selftest", "", f"Result: **{'OK' if result.ok else 'FAILED'}** "
+             f"(exit {result.exit_code}); policy `{result.policy}`.", "",
+             "| check | arms | expected | verdict | holds |", "|---|---|---|---|---|"]
+    lines += [f"| {c.name} | {c.arms} | {c.expected} | {c.verdict} | {'yes' if c.holds else 'NO'} |"
+              for c in result.checks]
+    lines += ["", "| experiment | run | seconds | error |", "|---|---|---|---|"]
+    lines += [f"| {e.name} | {e.run_id or '-'} | {e.seconds:.0f} | {e.error or ''} |"
+              for e in result.experiments]
+    for c in result.checks:
+        lines += ["", f"## {c.name}: {c.arms}, expected {c.expected}, got {c.verdict}", ""]
+        lines += [f"- {d}" for d in c.details]
+    return "\n".join(lines) + "\n"
+
+
+def results_table(result: SelftestResult) -> Table:
+    table = Table(title="abserve selftest: expected vs actual")
+    for column in ("check", "arms", "expected", "verdict", "holds", "evidence"):
+        table.add_column(column)
+    for c in result.checks:
+        table.add_row(c.name, c.arms, c.expected, c.verdict,
+                      "[green]yes[/]" if c.holds else "[red]NO[/]", c.details[0] if c.details else "")
+    return table

@@ -1,0 +1,169 @@
+"""What ``abserve selftest`` expects of each judgment, and whether it got it. Pure.
+
+A check judges one stored run with one pair of arms and compares the verdict with what a
+trustworthy service must say:
+
+- ``pass``: an A/A' pair (same build twice) must pass outright;
+- ``measured``: the real change is reported as measured; only an invalid run breaks it;
+- ``fail-equality``: a correctness mutant must fail on the equality gate, and the report must
+  name the first divergent request and the output position where it diverged;
+- ``fail-latency``: a slowness mutant must fail on the latency gate, and the injected effect must
+  lie inside the reported interval. The injected effect is derived from both servers' own
+  telemetry: the extra time per lookup call of the mutant over the baseline, times lookup
+  calls per engine step (each output token costs one engine step, and each step calls the
+  lookup once per request in the batch). The configured delay times calls per step is shown
+  beside it as a lower bound (busy work never ends before its deadline).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from abserve.compare.model import Judgment, MetricLine
+from abserve.records import LookupTelemetry
+
+Expect = Literal["pass", "measured", "fail-equality", "fail-latency"]
+
+
+class CheckSpec(BaseModel):
+    """One judgment the selftest makes: which run, which arms, what it must conclude."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    experiment: str
+    baseline: str
+    candidate: str
+    floor: str | None = None
+    expect: Expect
+    metric: str = "tpot.hl"  # the latency line a fail-latency check reads
+    delay_us: float | None = None  # the mutant's configured delay per lookup call
+
+
+class InjectedEffect(BaseModel):
+    """The latency a slowness mutant injected per engine step, from telemetry."""
+
+    calls_per_step: float  # lookup calls per gather step on the mutant arm
+    extra_per_call_s: float  # mutant's mean lookup time minus the baseline's
+    expected_s: float  # extra_per_call_s * calls_per_step: the effect on time per token
+    configured_s: float | None = None  # configured delay * calls_per_step (lower bound)
+
+
+class CheckResult(BaseModel):
+    """The outcome of one check, as ``selftest.json`` and the table show it."""
+
+    name: str
+    experiment: str
+    arms: str  # "a vs a2"
+    expected: Expect
+    verdict: str
+    holds: bool
+    details: list[str] = Field(default_factory=list)
+    report_dir: str | None = None
+    injected: InjectedEffect | None = None
+
+
+def _per_call(t: LookupTelemetry) -> float | None:
+    return t.lookup_seconds / t.lookup_calls if t.lookup_calls else None
+
+
+def injected_effect(baseline: LookupTelemetry, mutant: LookupTelemetry,
+                    delay_us: float | None) -> InjectedEffect | None:
+    """The per-token effect the mutant injected; None when the telemetry cannot tell."""
+    base, slow = _per_call(baseline), _per_call(mutant)
+    if base is None or slow is None or not mutant.gather_calls:
+        return None
+    per_step = mutant.lookup_calls / mutant.gather_calls
+    return InjectedEffect(
+        calls_per_step=per_step,
+        extra_per_call_s=slow - base,
+        expected_s=(slow - base) * per_step,
+        configured_s=None if delay_us is None else delay_us * 1e-6 * per_step,
+    )
+
+
+def _line(judgment: Judgment, name: str) -> MetricLine | None:
+    return next((m for m in judgment.metrics if m.name == name), None)
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1000:.3f} ms"
+
+
+def _summary(judgment: Judgment) -> list[str]:
+    out = []
+    if judgment.equality_verdict is not None:
+        out.append(f"equality {judgment.equality_verdict.outcome}: {judgment.equality_verdict.reason}")
+    out += [f"{m.name} {m.outcome}: {m.reason}" for m in judgment.metrics]
+    out += [f"invalid: {r}" for r in judgment.invalid_reasons]
+    return out
+
+
+def check_pass(judgment: Judgment) -> tuple[bool, list[str]]:
+    return judgment.verdict == "pass", _summary(judgment)
+
+
+def check_measured(judgment: Judgment) -> tuple[bool, list[str]]:
+    return judgment.verdict != "invalid", _summary(judgment)
+
+
+def check_fail_equality(judgment: Judgment) -> tuple[bool, list[str]]:
+    """Fail on equality, with the first divergent request and position named."""
+    eq = judgment.equality_verdict
+    details = _summary(judgment)
+    examples = judgment.equality[0].examples if judgment.equality else []
+    first = examples[0] if examples else None
+    if first is not None:
+        where = first.position if first.position is not None else first.drift_position
+        kind = "tokens" if first.position is not None else "logprobs only"
+        details.insert(0, f"first divergent request {first.request_id} at output position {where} "
+                          f"({first.cls}, {kind}; {first.items} items)")
+    named = first is not None and (first.position is not None or first.drift_position is not None)
+    ok = judgment.verdict == "fail" and eq is not None and eq.outcome == "fail" and named
+    return ok, details
+
+
+def check_fail_latency(judgment: Judgment, spec: CheckSpec,
+                       effect: InjectedEffect | None) -> tuple[bool, list[str]]:
+    """Fail on the latency line, with the injected effect inside its interval."""
+    line = _line(judgment, spec.metric)
+    details = _summary(judgment)
+    if line is None or effect is None:
+        details.insert(0, f"no {spec.metric} line or no telemetry to derive the injected effect")
+        return False, details
+    inside = line.low is not None and line.high is not None and line.low <= effect.expected_s <= line.high
+    details.insert(0, (
+        f"injected {_ms(effect.expected_s)} per token ({effect.calls_per_step:.3f} lookup calls per step x "
+        f"{_ms(effect.extra_per_call_s)} extra per call; configured delay gives {_ms(effect.configured_s)}) "
+        f"{'inside' if inside else 'OUTSIDE'} the reported {spec.metric} interval "
+        f"[{_ms(line.low)}, {_ms(line.high)}] (estimate {_ms(line.estimate)})"
+    ))
+    return judgment.verdict == "fail" and line.outcome == "fail" and inside, details
+
+
+def evaluate(spec: CheckSpec, judgment: Judgment, report_dir: str | None = None) -> CheckResult:
+    """Compare one judgment with what its check expects."""
+    effect = None
+    if spec.expect == "fail-latency":
+        base, cand = judgment.arms.get(spec.baseline), judgment.arms.get(spec.candidate)
+        if base is not None and cand is not None:
+            effect = injected_effect(base.telemetry, cand.telemetry, spec.delay_us)
+        holds, details = check_fail_latency(judgment, spec, effect)
+    elif spec.expect == "fail-equality":
+        holds, details = check_fail_equality(judgment)
+    elif spec.expect == "pass":
+        holds, details = check_pass(judgment)
+    else:
+        holds, details = check_measured(judgment)
+    return CheckResult(
+        name=spec.name,
+        experiment=spec.experiment,
+        arms=f"{spec.baseline} vs {spec.candidate}",
+        expected=spec.expect,
+        verdict=judgment.verdict,
+        holds=holds,
+        details=details,
+        report_dir=report_dir,
+        injected=effect,
+    )
