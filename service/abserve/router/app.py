@@ -1,7 +1,7 @@
 """The router's FastAPI app: factory, lifespan and the few paths it serves.
 
-``create_app(settings)`` builds an app whose lifespan owns one ``httpx.AsyncClient`` per
-arm (explicit ``Timeout`` and ``Limits``) and the record writer (the store's
+``create_app(settings)`` builds an app whose lifespan owns one ``upstream.ArmClient`` per
+arm (an aiohttp session with explicit timeouts and pool limits) and the record writer (the store's
 ``BatchWriter``, or an injected sink in tests). Paths: ``POST /v1/chat/completions``,
 ``POST /v1/completions`` (fanned out), ``GET /v1/models`` (from the primary),
 ``GET /livez`` (no backend call), ``GET /readyz`` (primary reachable; others reported),
@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-import httpx
 import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
@@ -32,7 +31,8 @@ from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
 from abserve.router.recording import ExchangeSink, Recorder
 from abserve.router.relay import respond
 from abserve.router.security import check_bearer
-from abserve.router.settings import ArmSettings, RouterSettings
+from abserve.router.settings import RouterSettings
+from abserve.router.upstream import ArmClient, UpstreamError
 from abserve.router.validation import Endpoint, check_request, read_capped
 
 log = logging.getLogger("abserve.router")
@@ -44,25 +44,9 @@ class RouterState:
     """What the lifespan owns and the handlers use."""
 
     settings: RouterSettings
-    clients: dict[str, httpx.AsyncClient]
+    clients: dict[str, ArmClient]
     metrics: RouterMetrics
     recorder: Recorder
-
-
-def arm_client(arm: ArmSettings, settings: RouterSettings) -> httpx.AsyncClient:
-    """One pooled client per arm; read timeouts are enforced per phase by ``ArmCall``."""
-    d, p = arm.deadlines, settings.pool
-    headers = {"authorization": f"Bearer {arm.api_key.get_secret_value()}"} if arm.api_key else {}
-    return httpx.AsyncClient(
-        base_url=arm.url,
-        headers=headers,
-        timeout=httpx.Timeout(connect=d.connect_s, read=None, write=d.first_token_s,
-                              pool=d.connect_s),
-        limits=httpx.Limits(max_connections=p.max_connections,
-                            max_keepalive_connections=p.max_keepalive_connections,
-                            keepalive_expiry=p.keepalive_expiry_s),
-        trust_env=False,
-    )
 
 
 @asynccontextmanager
@@ -92,7 +76,7 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            clients = {name: await stack.enter_async_context(arm_client(arm, settings))
+            clients = {name: await stack.enter_async_context(ArmClient(arm, settings.pool))
                        for name, arm in settings.arms.items()}
             out = sink if sink is not None else await stack.enter_async_context(
                 _open_sink(settings))
@@ -124,11 +108,10 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
         state = _state(request)
         check_bearer(request.headers.get("authorization"), settings.api_key)
         try:
-            resp = await state.clients[settings.primary].get("/v1/models", timeout=10.0)
-        except httpx.HTTPError as exc:
+            resp = await state.clients[settings.primary].get("/v1/models", timeout_s=10.0)
+        except (UpstreamError, TimeoutError) as exc:
             raise RouterError(502, "primary arm unreachable") from exc
-        return Response(resp.content, status_code=resp.status_code,
-                        media_type=resp.headers.get("content-type", "application/json"))
+        return Response(resp.content, status_code=resp.status_code, media_type=resp.content_type)
 
     @app.get("/livez")
     async def livez() -> Response:
@@ -160,10 +143,10 @@ async def _on_router_error(request: Request, exc: RouterError) -> Response:
     return error_response(exc)
 
 
-async def _healthy(client: httpx.AsyncClient) -> bool:
+async def _healthy(client: ArmClient) -> bool:
     try:
-        return (await client.get("/health", timeout=2.0)).status_code == 200
-    except httpx.HTTPError:
+        return (await client.get("/health", timeout_s=2.0)).status_code == 200
+    except (UpstreamError, TimeoutError):
         return False
 
 

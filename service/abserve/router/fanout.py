@@ -7,8 +7,8 @@ and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Re
 (its response head, then chunks into an unbounded queue), so no arm ever waits on the
 client, and nothing a non-primary arm does reaches the client.
 
-Deadlines are per arm and independent: connect (httpx), first token (send → first
-token), stream idle (between reads after the first token) and total. A failure is
+Deadlines are per arm and independent: connect (the arm's client, ``upstream``), first
+token (send → first token), stream idle (between reads after the first token) and total. A failure is
 classified into ``records.ErrorClass``; error details are exception class names and
 status codes, never upstream bodies (they may echo prompt text).
 """
@@ -19,7 +19,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 import orjson
 
 from abserve.records import ArmOutcome, ErrorClass
@@ -27,6 +27,7 @@ from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, SSEParser, Transcript
+from abserve.router.upstream import ArmClient, error_class
 
 MAX_ERROR_BODY = 64 * 1024
 _GATEWAY_STATUS: dict[str, int] = {"timeout_first_token": 504, "timeout_idle": 504,
@@ -77,7 +78,7 @@ class UpstreamFailure(Exception):
 class ArmCall:
     """One arm's side of an exchange; ``outcome`` is complete once ``run`` returns."""
 
-    def __init__(self, name: str, client: httpx.AsyncClient, deadlines: Deadlines, path: str,
+    def __init__(self, name: str, client: ArmClient, deadlines: Deadlines, path: str,
                  payload: bytes, stream: bool, t0: float, relay: Relay | None = None) -> None:
         self.client, self.deadlines, self.path = client, deadlines, path
         self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
@@ -97,6 +98,9 @@ class ArmCall:
             async with asyncio.timeout(self.deadlines.total_s) as total:
                 try:
                     await self._call()
+                except aiohttp.ClientError as exc:  # first: aiohttp's timeouts are TimeoutErrors
+                    klass = error_class(exc, answered=out.t_first_byte is not None)
+                    raise UpstreamFailure(klass, type(exc).__name__) from exc
                 except TimeoutError:
                     if total.expired():
                         raise
@@ -105,11 +109,6 @@ class ArmCall:
             self._failed("timeout_total", "deadline passed")
         except UpstreamFailure as exc:
             self._failed(exc.error_class, str(exc))
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            self._failed("connect", type(exc).__name__)
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            klass: ErrorClass = "truncated" if out.t_first_byte is not None else "connect"
-            self._failed(klass, type(exc).__name__)
         except asyncio.CancelledError:
             self._failed("cancelled", "client went away")
             raise
@@ -131,33 +130,28 @@ class ArmCall:
             self._deadline = phase
             if self.stream:
                 phase.reschedule(loop.time() + self.deadlines.first_token_s)
-            request = self.client.build_request("POST", self.path, content=self.payload,
-                                                headers={"content-type": "application/json"})
-            response = await self.client.send(request, stream=True)
-            try:
+            async with self.client.open(self.path, self.payload) as response:
                 await self._read(response)
-            finally:
-                await response.aclose()
 
-    async def _read(self, response: httpx.Response) -> None:
+    async def _read(self, response: aiohttp.ClientResponse) -> None:
         out = self.outcome
         out.t_first_byte = self._now()
-        out.status = response.status_code
+        out.status = response.status
         ctype = response.headers.get("content-type", "application/json")
-        if not 200 <= response.status_code < 300:
+        if not 200 <= response.status < 300:
             body = await _read_capped(response)
             if self.relay is not None:
-                self.relay.open(Head(response.status_code, ctype, body))
+                self.relay.open(Head(response.status, ctype, body))
                 self.relay.queue.put_nowait(None)
-            out.error_class, out.error_detail = "http_status", f"HTTP {response.status_code}"
+            out.error_class, out.error_detail = "http_status", f"HTTP {response.status}"
             return
         if not self.stream:
             await self._read_whole(response, ctype)
             return
-        await self._read_stream(response, Head(response.status_code, ctype))
+        await self._read_stream(response, Head(response.status, ctype))
 
-    async def _read_whole(self, response: httpx.Response, ctype: str) -> None:
-        raw = await _read_capped(response, limit=None)
+    async def _read_whole(self, response: aiohttp.ClientResponse, ctype: str) -> None:
+        raw = await response.read()
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -167,15 +161,15 @@ class ArmCall:
             additions = self.relay.additions
             if additions.any:
                 raw = orjson.dumps(strip(body, additions))
-            self.relay.open(Head(response.status_code, ctype, raw))
+            self.relay.open(Head(response.status, ctype, raw))
             self.relay.queue.put_nowait(None)
 
-    async def _read_stream(self, response: httpx.Response, head: Head) -> None:
+    async def _read_stream(self, response: aiohttp.ClientResponse, head: Head) -> None:
         """Read SSE at full speed; the client's head goes out with the first data, so a
         primary that misses its first-token deadline is still a clean 504."""
         parser, done, seen = SSEParser(), False, 0
         loop = asyncio.get_running_loop()
-        async for data in response.aiter_raw():
+        async for data in response.content.iter_any():
             t = self._now()
             events = parser.feed(data)
             seen += len(events)
@@ -210,13 +204,13 @@ class ArmCall:
             self.relay.queue.put_nowait(None)
 
 
-async def _read_capped(response: httpx.Response, limit: int | None = MAX_ERROR_BODY) -> bytes:
+async def _read_capped(response: aiohttp.ClientResponse, limit: int = MAX_ERROR_BODY) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async for data in response.aiter_raw():
+    async for data in response.content.iter_any():
         parts.append(data)
         size += len(data)
-        if limit is not None and size >= limit:
+        if size >= limit:
             break
     return b"".join(parts)
 

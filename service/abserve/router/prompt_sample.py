@@ -25,11 +25,11 @@ import asyncio
 import logging
 from typing import Any
 
-import httpx
 import orjson
 
 from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
 from abserve.router.fanout import ArmCall
+from abserve.router.upstream import UpstreamError
 from abserve.router.validation import Endpoint
 
 log = logging.getLogger("abserve.router")
@@ -90,14 +90,13 @@ async def _ask(call: ArmCall, payload: bytes, endpoint: Endpoint,
                k: int) -> list[PositionLogprobs] | None:
     try:
         async with asyncio.timeout(call.deadlines.total_s):
-            response = await call.client.post(call.path, content=payload,
-                                              headers={"content-type": "application/json"})
+            response = await call.client.post(call.path, payload)
         if response.status_code != 200:
             log.warning("prompt-logprob probe: arm %s answered HTTP %d",
                         call.outcome.arm, response.status_code)
             return None
         return parse(orjson.loads(response.content), endpoint, k)
-    except (TimeoutError, httpx.HTTPError, orjson.JSONDecodeError, ValueError, KeyError) as exc:
+    except (TimeoutError, UpstreamError, orjson.JSONDecodeError, ValueError, KeyError) as exc:
         log.warning("prompt-logprob probe: arm %s failed: %s", call.outcome.arm,
                     type(exc).__name__)
         return None

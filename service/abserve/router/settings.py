@@ -32,10 +32,10 @@ class Deadlines(BaseModel):
 
 
 class PoolLimits(BaseModel):
-    """httpx connection-pool limits per arm (sized deliberately: httpx's CPU grows with it)."""
+    """Connection pool of each arm's client (``upstream.ArmClient``): at most this many
+    connections per arm; idle ones are kept for reuse until ``keepalive_expiry_s``."""
 
     max_connections: int = Field(default=128, ge=1)
-    max_keepalive_connections: int = Field(default=64, ge=0)
     keepalive_expiry_s: float = Field(default=4.0, gt=0)  # under uvicorn's (and vLLM's) 5 s
 
 
