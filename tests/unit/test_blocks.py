@@ -77,7 +77,7 @@ def test_block_record_has_times_and_placement() -> None:
     rec = block_record(block, 10.0, 12.5, 8)
     assert rec == {"index": 1, "rotation": 1, "placement_label": "a:1,b:0",
                    "placement": {"a": [1], "b": [0]}, "started_at": 10.0, "ended_at": 12.5,
-                   "requests": 8}
+                   "requests": 8, "pinned": {}}
 
 
 def _config(**blocks: Any) -> dict[str, Any]:
@@ -117,10 +117,12 @@ def test_pin_tree_moves_every_thread_of_a_running_child() -> None:
     import sys
     import time
 
-    from abserve.launch.server import pin_tree
+    from abserve.launch.server import pin_tree, tree_affinities
 
     cpus = sorted(os.sched_getaffinity(0))
-    code = "import threading,time; [threading.Thread(target=time.sleep,args=(30,)).start() for _ in range(3)]; time.sleep(30)"
+    code = ("import threading, time\n"
+            "for _ in range(3): threading.Thread(target=time.sleep, args=(30,)).start()\n"
+            "time.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
         time.sleep(0.5)
@@ -128,6 +130,7 @@ def test_pin_tree_moves_every_thread_of_a_running_child() -> None:
         tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
         assert len(tids) >= 4
         assert all(os.sched_getaffinity(t) == {cpus[0]} for t in tids)
+        assert tree_affinities(proc.pid) == [{cpus[0]}] * len(tids)
     finally:
         proc.kill()
         proc.wait()

@@ -33,8 +33,10 @@ from abserve.compare.model import (
     EqualityLine,
     Judgment,
     MetricLine,
+    PlacementLine,
     TrendLine,
 )
+from abserve.compare.placement import bias_guard, placement_line, sample_levels, shift_of
 from abserve.compare.policy import MetricRule, Policy, bucket_label
 from abserve.compare.stats import (
     bootstrap_quantile_diff,
@@ -71,15 +73,23 @@ def _finite(x: float) -> float | None:
 
 
 def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy) -> MetricLine:
-    """Judge one latency rule on the paired per-request values."""
+    """Judge one latency rule on the paired per-request values.
+
+    An ``hl`` line of a run with counterbalanced blocks is judged on the counterbalanced
+    estimate (``abserve.compare.placement``); the pooled one is kept as ``naive_*``.
+    """
     roles = policy.arms
     sample = paired_sample(exchanges, lat, rule.metric, roles.baseline, roles.candidate)
     n = len(sample.diffs)
     if n < policy.min_samples:
         return too_few(rule, n, policy)
+    shift = None
     if rule.statistic == "hl":
         iv = hodges_lehmann(sample.diffs, policy.confidence)
         base_v, cand_v = float(np.median(sample.baseline)), float(np.median(sample.candidate))
+        if policy.placement.counterbalance:
+            levels = sample_levels(sample, exchanges, roles.baseline, roles.candidate)
+            shift = shift_of(sample, levels, policy)
     else:
         q = int(rule.statistic[1:]) / 100
         iv = bootstrap_quantile_diff(
@@ -95,7 +105,13 @@ def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, pol
             float(np.quantile(sample.candidate, q)),
         )
     threshold = threshold_for(rule, base_v)
-    outcome, reason = latency_outcome(rule, iv.estimate, iv.low, iv.high, threshold)
+    est, low, high = (iv.estimate, iv.low, iv.high)
+    if shift is not None:
+        est, low, high = shift.estimate, shift.low, shift.high
+    outcome, reason = latency_outcome(rule, est, low, high, threshold)
+    if shift is not None:
+        reason = f"counterbalanced over {len(shift.levels)} placements: {reason}"
+        outcome, reason = bias_guard(rule, outcome, reason, shift, threshold, policy)
     return MetricLine(
         name=rule.name,
         metric=rule.metric,
@@ -105,15 +121,28 @@ def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, pol
         n=n,
         baseline_value=base_v,
         candidate_value=cand_v,
-        estimate=iv.estimate,
-        relative=iv.estimate / base_v if base_v else None,
-        low=_finite(iv.low),
-        high=_finite(iv.high),
+        estimate=est,
+        relative=est / base_v if base_v else None,
+        low=_finite(low),
+        high=_finite(high),
         confidence=policy.confidence,
         threshold=threshold,
         outcome=outcome,
         reason=reason,
+        method="pooled" if shift is None else "counterbalanced",
+        naive_estimate=None if shift is None else iv.estimate,
+        naive_low=None if shift is None else _finite(iv.low),
+        naive_high=None if shift is None else _finite(iv.high),
+        placement_bias=None if shift is None else shift.bias,
     )
+
+
+def placement_lines(exchanges: list[Exchange], lat: Latencies, policy: Policy,
+                    floor: str | None) -> list[PlacementLine]:
+    """The block design per ``hl`` metric: baseline vs candidate, and vs the A/A' floor."""
+    metrics = dict.fromkeys(r.metric for r in policy.metrics if r.statistic == "hl")
+    pairs = [(policy.arms.baseline, other) for other in (policy.arms.candidate, floor) if other]
+    return [placement_line(exchanges, lat, m, left, right, policy) for left, right in pairs for m in metrics]
 
 
 def breakdowns(
@@ -251,6 +280,7 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
     eq.drift_tolerance = tolerance
     lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
     rows, trends = breakdowns(judged, lat, policy)
+    placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
     verdict, code, reasons = overall(invalid, gates)
@@ -272,6 +302,7 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
         metrics=lines,
         breakdowns=rows,
         trends=trends,
+        placement=placement,
         provenance=_provenance(run, policy),
         policy=policy.model_dump(mode="json"),
     )

@@ -39,6 +39,48 @@ class MetricLine(BaseModel):
     threshold: float | None = None  # allowed change in the bad direction (seconds)
     outcome: Outcome
     reason: str
+    method: str = "pooled"  # "counterbalanced": estimate/interval from compare.blocked
+    naive_estimate: float | None = None  # all pairs pooled, blocks ignored (when counterbalanced)
+    naive_low: float | None = None
+    naive_high: float | None = None
+    placement_bias: float | None = None  # largest measured placement bias (seconds)
+
+
+class PlacementLevel(BaseModel):
+    """The paired shift within one placement of the compared pair (its blocks combined)."""
+
+    placement: str  # "a:0,b:1"
+    blocks: int
+    n: int
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+
+
+class PlacementLine(BaseModel):
+    """A pair's latency shift under the block design: counterbalanced, naive and the bias."""
+
+    left: str
+    right: str
+    metric: str
+    method: Literal["counterbalanced", "single-placement", "untagged"]
+    estimate: float | None = None  # counterbalanced right - left (seconds)
+    low: float | None = None
+    high: float | None = None
+    naive_n: int = 0
+    naive_estimate: float | None = None  # every pair pooled (Hodges-Lehmann)
+    naive_low: float | None = None
+    naive_high: float | None = None
+    bias: float | None = None  # placement bias of bias_placement (seconds)
+    bias_low: float | None = None
+    bias_high: float | None = None
+    bias_placement: str | None = None
+    tau: float | None = None  # between-block sd beyond placement (seconds)
+    df: int = 0
+    blocks_used: int = 0
+    blocks_dropped: int = 0
+    levels: list[PlacementLevel] = Field(default_factory=list)
+    note: str = ""
 
 
 class ClassCounts(BaseModel):
@@ -163,6 +205,7 @@ class Judgment(BaseModel):
     metrics: list[MetricLine] = Field(default_factory=list)
     breakdowns: list[BreakdownRow] = Field(default_factory=list)
     trends: list[TrendLine] = Field(default_factory=list)
+    placement: list[PlacementLine] = Field(default_factory=list)
     provenance: dict[str, object] = Field(default_factory=dict)
     policy: dict[str, object] = Field(default_factory=dict)
 

@@ -64,6 +64,22 @@ class EqualityRule(_Strict):
     critical: bool = True
 
 
+class PlacementRule(_Strict):
+    """How runs cut into counterbalanced blocks are judged (``abserve.compare.blocked``).
+
+    With ``counterbalance`` an ``hl`` latency line of a run whose exchanges carry at least two
+    placements is judged on the counterbalanced estimate (within blocks, averaged over
+    placements) instead of all pairs pooled. Blocks with fewer than ``min_block_pairs`` pairs
+    are left out. When the measured placement bias reaches ``max_bias_ratio`` times the
+    line's threshold and the outcome would change if that bias had not cancelled, the line is
+    ``inconclusive`` with advice.
+    """
+
+    counterbalance: bool = True
+    min_block_pairs: int = Field(default=6, ge=2)
+    max_bias_ratio: float = Field(default=0.5, ge=0.0)
+
+
 class Policy(_Strict):
     """A complete sign-off policy."""
 
@@ -78,6 +94,7 @@ class Policy(_Strict):
     min_coverage: float = Field(default=0.99, ge=0.0, le=1.0)
     allow_unmeasured_floor: bool = True
     equality: EqualityRule = EqualityRule()
+    placement: PlacementRule = PlacementRule()
     metrics: tuple[MetricRule, ...] = (
         MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
         MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),

@@ -101,12 +101,13 @@ def experiment_blocks(config: ExperimentConfig) -> list[Block]:
     return plan_blocks(list(config.arms), spec.cpu_sets, spec.count, spec.order, static)
 
 
-def block_record(block: Block, started_at: float, ended_at: float,
-                 requests: int) -> dict[str, object]:
+def block_record(block: Block, started_at: float, ended_at: float, requests: int,
+                 pinned: dict[str, dict[str, int]] | None = None) -> dict[str, object]:
     """What the run's provenance keeps of one block (``RunInfo.provenance["blocks"]``)."""
     return {"index": block.index, "rotation": block.rotation, "placement_label": block.label,
             "placement": {arm: list(cpus) for arm, cpus in block.placement.items()},
-            "started_at": started_at, "ended_at": ended_at, "requests": requests}
+            "started_at": started_at, "ended_at": ended_at, "requests": requests,
+            "pinned": pinned or {}}
 
 
 def is_balanced(blocks: Sequence[Block]) -> bool:
@@ -123,12 +124,20 @@ def split_requests(total: int, count: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(count)]
 
 
-def apply_placement(servers: Mapping[str, VllmServer], placement: Placement) -> None:
-    """Re-pin every running server's whole process tree onto its CPUs for this block."""
-    from abserve.launch.server import pin_tree
+def apply_placement(servers: Mapping[str, VllmServer], placement: Placement) -> dict[str, dict[str, int]]:
+    """Re-pin every running server's whole process tree onto its CPUs for this block.
 
+    Returns, per arm, how many threads its tree has and how many are NOT on the block's
+    CPUs when read back (0 when the swap took), for the block's provenance.
+    """
+    from abserve.launch.server import pin_tree, tree_affinities
+
+    checked: dict[str, dict[str, int]] = {}
     for name, cpus in placement.items():
         server = servers.get(name)
         if cpus and server is not None and server.process is not None:
             pin_tree(server.process.pid, cpus)
             server.cpus = cpus
+            seen = tree_affinities(server.process.pid)
+            checked[name] = {"threads": len(seen), "off_placement": sum(a != set(cpus) for a in seen)}
+    return checked

@@ -194,8 +194,9 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     records: list[dict[str, object]] = []
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
         for block in plan:
+            pinned = None
             if config.blocks.cpu_sets is not None:
-                apply_placement(servers, block.placement)
+                pinned = apply_placement(servers, block.placement)
                 time.sleep(config.blocks.settle_s)
             started, sent = time.time(), 0
             tags = {"block": str(block.index), "placement": block.label}
@@ -212,7 +213,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
                     raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; "
                                    f"see {summary.log_path}")
                 sent += summary.requests_sent
-            records.append(block_record(block, started, time.time(), sent))
+            records.append(block_record(block, started, time.time(), sent, pinned))
     return records
 
 

@@ -255,6 +255,19 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> None:
             continue
 
 
+def tree_affinities(pid: int) -> list[set[int]]:
+    """The CPU affinity of every thread of a process tree, read back from the kernel."""
+    out: list[set[int]] = []
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                for thread in proc.threads():
+                    with contextlib.suppress(OSError):
+                        out.append(set(os.sched_getaffinity(thread.id)))
+    return out
+
+
 def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None) -> None:
     """Start several servers at once and wait for all; stop all if one fails."""
     try:
