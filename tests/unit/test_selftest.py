@@ -115,7 +115,8 @@ def test_checks_must_name_configured_experiments() -> None:
     with pytest.raises(ValueError, match="not configured"):
         SelftestConfig.model_validate(
             {"policy": "p.yaml", "experiments": {"x": "x.yaml"},
-             "checks": [{"name": "c", "experiment": "y", "baseline": "a", "candidate": "b", "expect": "pass"}]})
+             "checks": [{"name": "c", "experiment": "y", "baseline": "a", "candidate": "b",
+                         "expect": "pass"}]})
 
 
 def test_results_table_shows_expected_and_actual_per_check() -> None:
