@@ -1,14 +1,24 @@
 """What the router adds to a client's latency: direct to the upstream vs through the router.
 
-One run, paths interleaved batch by batch (direct, router, direct, ...) so both see the
-same machine state. Each request is a streamed chat of ~1 MB (4 data-URL images + text)
-to a fast local fake upstream (``tests/support/fake_upstream.py``, 16 tokens, no delay);
-the router (``abserve router``, subprocess, real SQLite store) fans out to two such
-upstreams (``a`` primary, ``b`` shadow), as in an A/B run. Levels: 1, 16 and 64
-concurrent streams. Reports TTFT (first body bytes) and end-to-end (``[DONE]``) p50/p99
-per path and the difference, plus the router's CPU time per request.
+One run, paths interleaved batch by batch (their order rotating every round) so all see
+the same machine state. Each request is a streamed chat of ~1 MB (4 data-URL images +
+text) to a fast local fake upstream (``tests/support/fake_upstream.py``, 16 tokens, no
+delay). Paths:
 
-    .venv/bin/python benchmarks/router_overhead.py [--quick]
+- ``direct``: the client calls upstream ``a``;
+- ``router``: ``abserve router`` (subprocess, real SQLite store) fanning out to ``a``
+  (primary, relayed) and ``b`` (shadow), as in an A/B run;
+- ``router 1 arm``: the same router code with only arm ``a``: what the router itself
+  costs, without a second upstream competing for the same cores;
+- ``baseline`` (``--baseline REV``): the router as it was at git revision ``REV``
+  (exported to a temporary directory), two arms, for before/after in one run.
+
+Levels: 1, 16 and 64 concurrent streams. Reports TTFT (first body bytes) and end-to-end
+(``[DONE]``) p50/p99 per path and their difference from ``direct``, each router's CPU
+time per request (over the whole level, so records written after the answer count),
+and the shadow upstream's CPU per request.
+
+    .venv/bin/python benchmarks/router_overhead.py [--quick] [--baseline REV]
 
 Writes the table into ``benchmarks/router_overhead.md`` between the result markers.
 """
@@ -40,6 +50,7 @@ from tests.support.fake_upstream import free_port  # noqa: E402
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
 QUICK = {1: 40, 16: 96, 64: 128}
 MD = Path(__file__).with_suffix(".md")
+Sample = tuple[float, float]
 
 
 def make_body() -> bytes:
@@ -70,7 +81,21 @@ def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-async def one(client: httpx.AsyncClient, url: str, body: bytes) -> tuple[float, float]:
+def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None
+                 ) -> tuple[subprocess.Popen[bytes], int]:
+    """An ``abserve router`` subprocess (code from ``pythonpath`` when given) and its port."""
+    port = free_port()
+    config = {"arms": {n: {"url": f"http://127.0.0.1:{p}"} for n, p in arms.items()},
+              "primary": "a", "dev_mode": True, "run_dir": str(tmp / name), "port": port,
+              "max_concurrency": 1024}
+    (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    return spawn(["-m", "abserve", "router", "--config", str(tmp / f"{name}.yaml")], env), port
+
+
+async def one(client: httpx.AsyncClient, url: str, body: bytes) -> Sample:
     t0 = time.perf_counter()
     ttft = None
     async with client.stream("POST", url, content=body,
@@ -86,58 +111,71 @@ async def one(client: httpx.AsyncClient, url: str, body: bytes) -> tuple[float, 
     return ttft or 0.0, time.perf_counter() - t0
 
 
-async def batch(client: httpx.AsyncClient, url: str, body: bytes, n: int) -> list[tuple[float,
-                                                                                        float]]:
+async def batch(client: httpx.AsyncClient, url: str, body: bytes, n: int) -> list[Sample]:
     return list(await asyncio.gather(*(one(client, url, body) for _ in range(n))))
 
 
-async def measure(urls: dict[str, str], router_proc: psutil.Process, body: bytes,
-                  levels: dict[int, int]) -> list[dict[str, float]]:
-    rows = []
+def cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+async def measure(urls: dict[str, str], procs: dict[str, psutil.Process], shadow: psutil.Process,
+                  body: bytes, levels: dict[int, int]) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128,
                           keepalive_expiry=2.0)  # under the servers' 5 s keep-alive
+    paths = list(urls)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         for conc, total in levels.items():
-            samples: dict[str, list[tuple[float, float]]] = {"direct": [], "router": []}
-            await batch(client, urls["router"], body, conc)  # warm both paths' pools
-            await batch(client, urls["direct"], body, conc)
-            cpu = 0.0
-            for _ in range(max(1, total // conc)):
-                for path in ("direct", "router"):
-                    before = sum(router_proc.cpu_times()[:2])
+            samples: dict[str, list[Sample]] = {p: [] for p in paths}
+            for path in paths:  # warm every path's pools
+                await batch(client, urls[path], body, conc)
+            await asyncio.sleep(1.0)
+            cpu0 = {p: cpu_s(proc) for p, proc in procs.items()}
+            shadow0 = cpu_s(shadow)
+            for i in range(max(1, total // conc)):
+                for path in paths[i % len(paths):] + paths[:i % len(paths)]:
                     samples[path] += await batch(client, urls[path], body, conc)
-                    if path == "router":
-                        cpu += sum(router_proc.cpu_times()[:2]) - before
-            rows.append(summarize(conc, samples, cpu))
-            print(rows[-1], flush=True)
+            await asyncio.sleep(1.0)  # records are written after the answers
+            cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
+                   for p, proc in procs.items()}
+            shadow_n = sum(len(samples[p]) for p in paths if p in procs and "1 arm" not in p)
+            row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n)
+            rows.append(row)
+            print(row, flush=True)
     return rows
 
 
-def summarize(conc: int, samples: dict[str, list[tuple[float, float]]],
-              router_cpu_s: float) -> dict[str, float]:
-    row: dict[str, float] = {"concurrency": conc, "n": len(samples["router"])}
-    for metric, idx in (("ttft", 0), ("e2e", 1)):
-        for q in (50, 99):
-            d = float(np.percentile([s[idx] for s in samples["direct"]], q)) * 1000
-            r = float(np.percentile([s[idx] for s in samples["router"]], q)) * 1000
-            row[f"{metric}_p{q}_direct"], row[f"{metric}_p{q}_router"] = d, r
-            row[f"{metric}_p{q}_added"] = r - d
-    row["router_cpu_ms_per_req"] = router_cpu_s * 1000 / len(samples["router"])
-    return row
+def summarize(conc: int, samples: dict[str, list[Sample]], cpu: dict[str, float],
+              shadow_cpu: float) -> dict[str, object]:
+    stats: dict[str, dict[str, float]] = {}
+    for path, got in samples.items():
+        st = {"n": float(len(got))}
+        for metric, idx in (("ttft", 0), ("e2e", 1)):
+            for q in (50, 99):
+                st[f"{metric}_p{q}"] = float(np.percentile([s[idx] for s in got], q)) * 1000
+        st["cpu"] = cpu.get(path, float("nan"))
+        stats[path] = st
+    return {"concurrency": conc, "paths": stats, "shadow_cpu": shadow_cpu}
 
 
-def table(rows: list[dict[str, float]]) -> str:
-    lines = ["| streams | n/path | TTFT p50 direct → router (added) | TTFT p99 (added) "
-             "| E2E p50 (added) | E2E p99 (added) | router CPU ms/req |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        def cell(m: str, q: int, row: dict[str, float] = r) -> str:
-            return (f"{row[f'{m}_p{q}_direct']:.1f} → {row[f'{m}_p{q}_router']:.1f} "
-                    f"(**{row[f'{m}_p{q}_added']:+.1f}**)")
-        lines.append(f"| {int(r['concurrency'])} | {int(r['n'])} | {cell('ttft', 50)} | "
-                     f"{cell('ttft', 99)} | {cell('e2e', 50)} | {cell('e2e', 99)} | "
-                     f"{r['router_cpu_ms_per_req']:.1f} |")
-    return "\n".join(lines)
+def table(rows: list[dict[str, object]]) -> str:
+    lines = ["| streams | path | n | TTFT p50 (added) | TTFT p99 (added) | E2E p50 (added) "
+             "| E2E p99 (added) | router CPU ms/req |", "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        paths: dict[str, dict[str, float]] = row["paths"]  # type: ignore[assignment]
+        direct = paths["direct"]
+        for path, st in paths.items():
+            cells = []
+            for key in ("ttft_p50", "ttft_p99", "e2e_p50", "e2e_p99"):
+                added = "" if path == "direct" else f" (**{st[key] - direct[key]:+.1f}**)"
+                cells.append(f"{st[key]:.1f}{added}")
+            cpu = "" if path == "direct" else f"{st['cpu']:.2f}"
+            lines.append(f"| {row['concurrency']} | {path} | {int(st['n'])} | "
+                         + " | ".join(cells) + f" | {cpu} |")
+    shadow = ", ".join(f"{r['concurrency']} streams {r['shadow_cpu']:.2f}" for r in rows)
+    return "\n".join(lines) + f"\n\nShadow upstream `b` CPU ms per request it served: {shadow}."
 
 
 def write_md(text: str) -> None:
@@ -147,29 +185,43 @@ def write_md(text: str) -> None:
                          flags=re.S))
 
 
+def export(rev: str, dest: Path) -> str:
+    """The router package as it was at ``rev``, as a PYTHONPATH entry."""
+    archive = subprocess.run(["git", "archive", rev, "service/abserve"], cwd=ROOT,
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return str(dest / "service")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="router overhead vs direct")
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    parser.add_argument("--baseline", metavar="REV", help="also run the router at git REV")
     args = parser.parse_args()
     body = make_body()
-    ports = {"a": free_port(), "b": free_port(), "router": free_port()}
-    procs = [spawn(["tests/support/fake_upstream.py", "--port", str(ports[n]), "--tokens", "16"])
-             for n in ("a", "b")]
-    with tempfile.TemporaryDirectory() as tmp:
-        config = {"arms": {n: {"url": f"http://127.0.0.1:{ports[n]}"} for n in ("a", "b")},
-                  "primary": "a", "dev_mode": True, "run_dir": tmp, "port": ports["router"],
-                  "max_concurrency": 1024}
-        (Path(tmp) / "router.yaml").write_text(yaml.safe_dump(config))
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        procs.append(spawn(["-m", "abserve", "router", "--config", f"{tmp}/router.yaml"], env))
+    ups = {"a": free_port(), "b": free_port()}
+    procs = [spawn(["tests/support/fake_upstream.py", "--port", str(ups[n]), "--tokens", "16"])
+             for n in ups]
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        routers = {"router": start_router(tmp, "router", ups, None),
+                   "router 1 arm": start_router(tmp, "one", {"a": ups["a"]}, None)}
+        if args.baseline:
+            old = export(args.baseline, tmp)
+            routers = {f"baseline {args.baseline}": start_router(tmp, "base", ups, old),
+                       **routers}
+        procs += [proc for proc, _ in routers.values()]
         try:
-            for n in ("a", "b"):
-                wait_up(f"http://127.0.0.1:{ports[n]}/health")
-            wait_up(f"http://127.0.0.1:{ports['router']}/livez")
-            urls = {"direct": f"http://127.0.0.1:{ports['a']}/v1/chat/completions",
-                    "router": f"http://127.0.0.1:{ports['router']}/v1/chat/completions"}
+            for port in ups.values():
+                wait_up(f"http://127.0.0.1:{port}/health")
+            for _, port in routers.values():
+                wait_up(f"http://127.0.0.1:{port}/livez")
+            urls = {"direct": f"http://127.0.0.1:{ups['a']}/v1/chat/completions"}
+            urls |= {name: f"http://127.0.0.1:{port}/v1/chat/completions"
+                     for name, (_, port) in routers.items()}
+            watched = {name: psutil.Process(proc.pid) for name, (proc, _) in routers.items()}
             t = time.perf_counter()
-            rows = asyncio.run(measure(urls, psutil.Process(procs[-1].pid), body,
+            rows = asyncio.run(measure(urls, watched, psutil.Process(procs[1].pid), body,
                                        QUICK if args.quick else LEVELS))
             took = time.perf_counter() - t
         finally:
@@ -179,7 +231,7 @@ def main() -> None:
                 p.wait(timeout=30)
     header = (f"Last run: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
               f"load average {os.getloadavg()[0]:.1f}, body {len(body) / 1e6:.2f} MB, "
-              f"{took:.0f} s. Times in ms; added = router − direct at the same percentile.")
+              f"{took:.0f} s. Times in ms; added = path − direct at the same percentile.")
     text = header + "\n\n" + table(rows)
     print(text)
     if not args.quick:
