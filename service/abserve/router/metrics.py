@@ -8,6 +8,8 @@ rejected before fan-out by reason, and exchanges in flight.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -16,6 +18,13 @@ from abserve.records import Exchange
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class _ArmMetrics(NamedTuple):
+    requests: Counter
+    ttft: Histogram
+    e2e: Histogram
+    mismatches: Counter
 
 
 class RouterMetrics:
@@ -38,21 +47,32 @@ class RouterMetrics:
         self.rejected = Counter("abserve_router_rejected", "Requests refused before fan-out",
                                 ["reason"], registry=r)
         self.in_flight = Gauge("abserve_router_in_flight", "Exchanges in flight", registry=r)
+        self._arms: dict[str, _ArmMetrics] = {}
+
+    def _arm(self, name: str) -> _ArmMetrics:
+        """The arm's labelled children, looked up once (``labels`` costs a lock and a check)."""
+        children = self._arms.get(name)
+        if children is None:
+            children = self._arms[name] = _ArmMetrics(
+                self.requests.labels(arm=name), self.ttft.labels(arm=name),
+                self.e2e.labels(arm=name), self.mismatches.labels(arm=name))
+        return children
 
     def observe(self, exchange: Exchange, primary: str) -> None:
         """Count one finished exchange."""
         reference = exchange.arms.get(primary)
         for name, arm in exchange.arms.items():
-            self.requests.labels(arm=name).inc()
+            children = self._arm(name)
+            children.requests.inc()
             if arm.error_class is not None:
                 self.errors.labels(arm=name, error_class=arm.error_class).inc()
             elif arm.t_end is not None:
-                self.e2e.labels(arm=name).observe(arm.t_end - arm.t_send)
+                children.e2e.observe(arm.t_end - arm.t_send)
             if arm.t_first_token is not None:
-                self.ttft.labels(arm=name).observe(arm.t_first_token - arm.t_send)
+                children.ttft.observe(arm.t_first_token - arm.t_send)
             if (name != primary and reference is not None and reference.ok and arm.ok
                     and arm.token_ids != reference.token_ids):
-                self.mismatches.labels(arm=name).inc()
+                children.mismatches.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -34,7 +34,8 @@ async def _wait_head(relay: Relay, receive: Receive) -> Head | None:
 
 
 class RelayResponse(Response):
-    """The primary's stream as the client's response, sent piece by piece as it is queued.
+    """The primary's stream as the client's response, sent as it is queued (whatever is
+    queued when the client's socket is next written goes out in one write).
 
     Leaner than ``StreamingResponse`` (no task group, no async generator per response): one
     watcher task waits for the client to go away and then cancels every arm (the primary's
@@ -61,14 +62,29 @@ class RelayResponse(Response):
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
             queue = self.relay.queue
-            while (item := await queue.get()) is not None:
+            item = await queue.get()
+            while item is not None:
                 await send({"type": "http.response.body", "body": item, "more_body": True})
+                item = _coalesce(queue) if queue.qsize() > 1 else await queue.get()
             finished = True
         finally:
             watcher.cancel()
             if not finished:  # the client went away, or sending to it failed
                 self.fan.cancel()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _coalesce(queue: asyncio.Queue[bytes | None]) -> bytes | None:
+    """Everything queued up to the end marker, as one write (fewer sends, never a wait);
+    None when the end marker comes first."""
+    parts: list[bytes] = []
+    while not queue.empty():
+        item = queue.get_nowait()
+        if item is None:
+            queue.put_nowait(None)  # the end comes after these parts
+            break
+        parts.append(item)
+    return b"".join(parts) if parts else None
 
 
 async def respond(relay: Relay, fan: FanOut, receive: Receive,
