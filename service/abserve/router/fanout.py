@@ -48,11 +48,11 @@ class Relay:
     """The primary arm's answer on its way to the client."""
 
     additions: Additions
-    head: asyncio.Future[Head] = field(
+    head: asyncio.Future[Head | None] = field(  # None: the client went away first
         default_factory=lambda: asyncio.get_running_loop().create_future())
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
 
-    def open(self, head: Head) -> None:
+    def open(self, head: Head | None) -> None:
         if not self.head.done():
             self.head.set_result(head)
 
@@ -169,6 +169,7 @@ class ArmCall:
         primary that misses its first-token deadline is still a clean 504."""
         parser, done, seen = SSEParser(), False, 0
         loop = asyncio.get_running_loop()
+        yielded = False
         async for data in response.content.iter_any():
             t = self._now()
             events = parser.feed(data)
@@ -196,6 +197,9 @@ class ArmCall:
             if self.transcript.t_first_token is not None and self._deadline is not None:
                 self._phase = "timeout_idle"
                 self._deadline.reschedule(loop.time() + self.deadlines.idle_s)
+            if not yielded:  # let the client's head and first data go out before reading on
+                yielded = True  # through a burst (every arm alike)
+                await asyncio.sleep(0)
         if not done:
             if seen == 0 and parser.pending:
                 raise UpstreamFailure("bad_response", "stream is not SSE")

@@ -22,42 +22,40 @@ async def _until_disconnect(receive: Receive) -> None:
         pass
 
 
-async def _wait_head(relay: Relay, receive: Receive) -> Head | None:
-    """The primary's head, or None when the client disconnects first."""
-    watcher = asyncio.ensure_future(_until_disconnect(receive))
-    try:
-        either: set[asyncio.Future[object]] = {relay.head, watcher}  # type: ignore[arg-type]
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-    return relay.head.result() if relay.head.done() else None
+class ClientWatch:
+    """Watches the client's connection for the whole exchange. If the client goes away
+    before its answer is complete, every arm is cancelled and a response still waiting
+    for the primary's head stops waiting. ``stop`` before the last send: a server reports
+    ``http.disconnect`` once a response is complete, which is no reason to cancel shadow
+    arms that may still be streaming."""
+
+    def __init__(self, relay: Relay, fan: FanOut, receive: Receive) -> None:
+        self.relay, self.fan, self.stopped = relay, fan, False
+        self._task = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        await _until_disconnect(receive)
+        if not self.stopped:
+            self.fan.cancel()
+            self.relay.open(None)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._task.cancel()
 
 
 class RelayResponse(Response):
     """The primary's stream as the client's response, sent as it is queued (whatever is
-    queued when the client's socket is next written goes out in one write).
+    queued when the client's socket is next written goes out in one write). Leaner than
+    ``StreamingResponse``: no task group and no async generator per response."""
 
-    Leaner than ``StreamingResponse`` (no task group, no async generator per response): one
-    watcher task waits for the client to go away and then cancels every arm (the primary's
-    failure ends the queue). The watcher is stopped before the last send, because a server
-    reports ``http.disconnect`` once a response is complete, which is no reason to cancel
-    the shadow arms that may still be streaming.
-    """
-
-    def __init__(self, relay: Relay, fan: FanOut, head: Head, headers: dict[str, str]) -> None:
-        self.relay, self.fan = relay, fan
+    def __init__(self, relay: Relay, fan: FanOut, head: Head, headers: dict[str, str],
+                 watch: ClientWatch) -> None:
+        self.relay, self.fan, self.watch = relay, fan, watch
         self.status_code, self.media_type, self.background = head.status, head.content_type, None
         self.init_headers(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        finished = False
-
-        async def watch() -> None:
-            await _until_disconnect(receive)
-            if not finished:
-                self.fan.cancel()
-
-        watcher = asyncio.ensure_future(watch())
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
@@ -66,11 +64,11 @@ class RelayResponse(Response):
             while item is not None:
                 await send({"type": "http.response.body", "body": item, "more_body": True})
                 item = _coalesce(queue) if queue.qsize() > 1 else await queue.get()
-            finished = True
-        finally:
-            watcher.cancel()
-            if not finished:  # the client went away, or sending to it failed
-                self.fan.cancel()
+        except BaseException:  # sending to the client failed, or this task was cancelled
+            self.watch.stop()
+            self.fan.cancel()
+            raise
+        self.watch.stop()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -90,11 +88,17 @@ def _coalesce(queue: asyncio.Queue[bytes | None]) -> bytes | None:
 async def respond(relay: Relay, fan: FanOut, receive: Receive,
                   headers: dict[str, str]) -> Response:
     """The client's response: the primary's answer, relayed."""
-    head = await _wait_head(relay, receive)
-    if head is None:
+    watch = ClientWatch(relay, fan, receive)
+    try:
+        head = await relay.head
+    except BaseException:
+        watch.stop()
         fan.cancel()
+        raise
+    if head is None:  # the client went away first (every arm is being cancelled)
         return Response(status_code=499, headers=headers)
     if head.body is not None:
+        watch.stop()
         return Response(head.body, status_code=head.status, media_type=head.content_type,
                         headers=headers)
-    return RelayResponse(relay, fan, head, headers)
+    return RelayResponse(relay, fan, head, headers, watch)
