@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -167,6 +168,23 @@ def _tags(request: Request) -> dict[str, str]:
     return tags
 
 
+def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> bytes:
+    """The bytes every arm receives for ``sent`` (the client's body ``client``, parsed from
+    ``raw``, plus the router's top-level additions). When every addition is a key the
+    client did not send (the usual case), the client's own bytes with those keys appended
+    before the closing brace: no re-encoding of a ~1 MB body. Otherwise ``sent`` encoded."""
+    added = {key: value for key, value in sent.items() if key not in client}
+    same = len(sent) - len(added) == len(client) and all(sent[k] is v for k, v in client.items())
+    if not added and same:
+        return raw
+    end = len(raw)
+    while end and raw[end - 1] in b" \t\r\n":  # JSON whitespace after the object
+        end -= 1
+    if not same or not client or not end or raw[end - 1] != ord("}"):
+        return orjson.dumps(sent)
+    return b"".join((memoryview(raw)[:end - 1], b",", orjson.dumps(added)[1:]))
+
+
 async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     """Check the request, send it to every arm at once, relay the primary, record all."""
     state = _state(request)
@@ -183,7 +201,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
         raise
     sent = dict(checked.body)  # shallow: augment only sets top-level keys; the client's stays
     additions = augment(sent, endpoint, s)
-    payload = orjson.dumps(sent)
+    payload = arm_payload(raw, checked.body, sent)
     _admit(state)
     request_id = uuid.uuid4().hex
     relay = Relay(additions)
