@@ -54,7 +54,7 @@ class Recorder:
                       started_at: float, tags: dict[str, str]) -> None:
         try:
             arms = await fan.wait()
-            ident = identify(checked, self.keep_text)
+            ident = await asyncio.to_thread(identify, checked, self.keep_text)  # hashing frees the GIL
             if sampled(ident.fingerprint, self.prompt_fraction):
                 arms = await probe(fan.calls, checked.body, checked.endpoint, self.prompt_k)
             exchange = Exchange(
