@@ -117,6 +117,9 @@ class BlocksConfig(BaseModel):
     order: Order = "balanced"
     cpu_sets: list[list[int]] | None = None
     settle_s: float = Field(default=1.0, ge=0.0, le=60.0)  # pause after re-pinning, before the block
+    # Requests of the first profile sent before block 0, tagged block=warmup (match the
+    # policy's warmup_requests so the judge's warm-up cut does not eat into block 0).
+    warmup_requests: int = Field(default=0, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _check_sets(self) -> BlocksConfig:

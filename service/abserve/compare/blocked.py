@@ -48,6 +48,8 @@ from scipy import stats as sps
 from abserve.compare.stats import hodges_lehmann
 from abserve.launch.blocks import parse_placement
 
+WARMUP_BLOCK = "warmup"  # the orchestrator's warm-up requests, never part of the design
+
 
 @dataclass(frozen=True)
 class LevelEstimate:
@@ -107,7 +109,7 @@ def _block_estimates(diffs: Sequence[float], blocks: Sequence[str | None], level
                      confidence: float, min_pairs: int) -> tuple[list[_Block], int]:
     groups: dict[tuple[str, str], list[float]] = {}
     for d, b, p in zip(diffs, blocks, levels, strict=True):
-        if b is not None and p is not None:
+        if b is not None and p is not None and b != WARMUP_BLOCK:
             groups.setdefault((b, p), []).append(d)
     z = float(sps.norm.ppf(0.5 + confidence / 2))
     out, dropped = [], 0

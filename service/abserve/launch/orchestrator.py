@@ -192,7 +192,16 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     shares = [split_requests(item.requests, len(plan)) for item in config.load.profiles]
     total = sum(item.requests for item in config.load.profiles)
     records: list[dict[str, object]] = []
+    total += config.blocks.warmup_requests
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
+        if config.blocks.warmup_requests:
+            item = config.load.profiles[0]
+            run_load(item.profile, router.url, requests=config.blocks.warmup_requests,
+                     users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
+                     out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
+                     tokenize_url=servers["a"].url,
+                     overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
+                     max_error_rate=config.load.max_error_rate, tags={"block": "warmup"})
         for block in plan:
             pinned = None
             if config.blocks.cpu_sets is not None:
