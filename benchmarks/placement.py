@@ -116,8 +116,9 @@ def main() -> None:
     parser.add_argument("--metrics", default="tpot,ttft")
     parser.add_argument("--quartets", action="store_true", help="one replicate per ABBA quartet")
     args = parser.parse_args()
+    left, right = args.pair
     for metric in args.metrics.split(","):
-        rows = [row for run in args.runs for row in run_rows(run, *args.pair, metric, args.quartets)]
+        rows = [row for run in args.runs for row in run_rows(run, left, right, metric, args.quartets)]
         print(table(rows, f"{metric}: {args.pair[1]} - {args.pair[0]} (ms)"))
         if any(r.blocked and not math.isfinite(r.blocked[1]) for r in rows):
             print("(infinite bounds: too few pairs for an interval)")
