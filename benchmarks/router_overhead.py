@@ -10,6 +10,9 @@ delay). Paths:
   (primary, relayed) and ``b`` (shadow), as in an A/B run;
 - ``router 1 arm``: the same router code with only arm ``a``: what the router itself
   costs, without a second upstream competing for the same cores;
+- ``floor``: ``benchmarks/floor_proxy.py``, the least a Python proxy in the router's
+  place does (read the body, parse it once, forward it to ``a``, relay the bytes): what
+  this machine charges for the hop itself;
 - ``baseline`` (``--baseline REV``): the router as it was at git revision ``REV``
   (exported to a temporary directory), two arms, for before/after in one run.
 
@@ -50,6 +53,7 @@ from tests.support.fake_upstream import free_port  # noqa: E402
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
 QUICK = {1: 40, 16: 96, 64: 128}
 MD = Path(__file__).with_suffix(".md")
+TWO_ARMS = {"router"}  # and the baseline: the paths whose requests also reach ``b``
 Sample = tuple[float, float]
 
 
@@ -140,7 +144,7 @@ async def measure(urls: dict[str, str], procs: dict[str, psutil.Process], shadow
             await asyncio.sleep(1.0)  # records are written after the answers
             cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
                    for p, proc in procs.items()}
-            shadow_n = sum(len(samples[p]) for p in paths if p in procs and "1 arm" not in p)
+            shadow_n = sum(len(samples[p]) for p in paths if p in TWO_ARMS or "baseline" in p)
             row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n)
             rows.append(row)
             print(row, flush=True)
@@ -206,6 +210,9 @@ def main() -> None:
         tmp = Path(tmpdir)
         routers = {"router": start_router(tmp, "router", ups, None),
                    "router 1 arm": start_router(tmp, "one", {"a": ups["a"]}, None)}
+        floor_port = free_port()
+        routers["floor"] = (spawn(["benchmarks/floor_proxy.py", "--port", str(floor_port),
+                                   "--upstream", f"http://127.0.0.1:{ups['a']}"]), floor_port)
         if args.baseline:
             old = export(args.baseline, tmp)
             routers = {f"baseline {args.baseline}": start_router(tmp, "base", ups, old),
