@@ -168,6 +168,9 @@ def run_selftest(config_path: Path, out: Path, console: Console) -> int:
                             checks=checks)
     write_results(result, out)
     console.print(results_table(result))
+    for c in checks:
+        for detail in c.details:
+            console.print(f"[bold]{c.name}[/]: {detail}", soft_wrap=True, highlight=False)
     console.print(f"selftest: [bold {'green' if ok else 'red'}]{'OK' if ok else 'FAILED'}[/] (exit {code})")
     return code
 
@@ -195,9 +198,9 @@ def results_markdown(result: SelftestResult) -> str:
 
 def results_table(result: SelftestResult) -> Table:
     table = Table(title="abserve selftest: expected vs actual")
-    for column in ("check", "arms", "expected", "verdict", "holds", "evidence"):
-        table.add_column(column)
+    for column in ("check", "arms", "expected", "verdict", "holds", "report"):
+        table.add_column(column, no_wrap=True)
     for c in result.checks:
         table.add_row(c.name, c.arms, c.expected, c.verdict,
-                      "[green]yes[/]" if c.holds else "[red]NO[/]", c.details[0] if c.details else "")
+                      "[green]yes[/]" if c.holds else "[red]NO[/]", c.report_dir or "")
     return table
