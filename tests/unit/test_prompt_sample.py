@@ -31,7 +31,7 @@ def test_the_sampled_share_matches_the_fraction_and_the_edges_are_exact() -> Non
 def test_probe_is_the_client_request_non_streamed_for_one_token() -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True,
             "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 3,
-            "max_completion_tokens": 64, "temperature": 0.0, "n": 2}
+            "max_completion_tokens": 64, "min_tokens": 8, "temperature": 0.0, "n": 2}
     probe = probe_body(body, "chat/completions", 4)
     assert probe == {"model": "m", "messages": body["messages"], "temperature": 0.0,
                      "max_tokens": 1, "prompt_logprobs": 4, "return_token_ids": True,

@@ -49,7 +49,7 @@ def probe_body(body: dict[str, Any], endpoint: Endpoint, k: int) -> dict[str, An
     """The client's request as a non-streamed one-token request for prompt logprobs."""
     probe = {key: value for key, value in body.items()
              if key not in ("stream", "stream_options", "logprobs", "top_logprobs", "echo",
-                            "max_completion_tokens", "n", "best_of")}
+                            "max_completion_tokens", "min_tokens", "n", "best_of")}
     probe.update(max_tokens=1, prompt_logprobs=k, return_token_ids=True)
     if endpoint == "chat/completions":
         probe["logprobs"] = False
