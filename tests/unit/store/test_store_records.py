@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from store_samples import exchange, outcome, run_info
+from tests.unit.store.store_samples import exchange, outcome, run_info
 
 from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store import (

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import OperationalError
-from store_samples import exchange, run_info
+from tests.unit.store.store_samples import exchange, run_info
 
 from abserve.records import Exchange
 from abserve.store import BatchWriter, Store
