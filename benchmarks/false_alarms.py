@@ -6,8 +6,10 @@ other as the candidate (no floor), under a policy, exactly as ``abserve report``
 
 - the whole run, once;
 - disjoint windows of ``--size`` consecutive judged exchanges (independent replicates in time);
-- ``--draws`` random subsamples of ``--size`` exchanges (in start order), which show how often a
-  run of that size would fail under the same conditions.
+- ``--draws`` random subsamples of about ``--size`` exchanges (in start order; from a run in
+  counterbalanced blocks the same share of every block and at least the 6 pairs per block the
+  counterbalanced estimate needs, so the design survives), which show how
+  often a run of that size would fail under the same conditions.
 
 Warm-up is dropped from the whole run first (the policy's ``warmup_requests``), then each window
 or subsample is judged without further warm-up. Counted per judgment: the verdict (``fail`` is the
@@ -36,6 +38,8 @@ from abserve.compare.judge import drop_warmup
 from abserve.compare.policy import ArmRoles
 from abserve.records import Exchange, RunInfo
 from abserve.store import Store
+
+BLOCK_MIN_PAIRS = 6  # abserve.compare.blocked leaves out blocks with fewer pairs
 
 
 @dataclass
@@ -85,9 +89,21 @@ def replay(run: RunInfo, exchanges: list[Exchange], policy: Policy, size: int, d
         windows.add(judge(run, judged[start:start + size], bare))
     rng = random.Random(seed)
     for _ in range(draws if len(judged) > size else 0):
-        picked = sorted(rng.sample(range(len(judged)), size))
-        subsamples.add(judge(run, [judged[i] for i in picked], bare))
+        subsamples.add(judge(run, subsample(judged, size, rng), bare))
     return whole, windows, subsamples
+
+
+def subsample(judged: list[Exchange], size: int, rng: random.Random) -> list[Exchange]:
+    """About ``size`` exchanges in start order; from a run in blocks, the same share of every
+    block, so the subsample keeps the run's counterbalanced design."""
+    blocks: dict[str | None, list[int]] = {}
+    for i, ex in enumerate(judged):
+        blocks.setdefault(ex.tags.get("block"), []).append(i)
+    share = size / len(judged)
+    keep = BLOCK_MIN_PAIRS if len(blocks) > 1 else 1
+    picked = [i for members in blocks.values()
+              for i in rng.sample(members, min(len(members), max(keep, round(share * len(members)))))]
+    return [judged[i] for i in sorted(picked)]
 
 
 def line(j: Judgment, name: str) -> str:
