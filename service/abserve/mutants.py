@@ -9,7 +9,10 @@ never mistake a mutant arm for a real one:
   "clean-up" of the window test makes: an item that straddles the end of a prefill chunk
   is dropped from that step, so the part of the image inside the chunk is never embedded.
 - ``slow`` (latency): a known cost per lookup call, ``ABSERVE_MUTANT_DELAY_US``
-  microseconds of busy work (default 2000), the shape of a lookup that got slower.
+  microseconds (default 2000) of busy work, the shape of a lookup that got slower; with
+  ``ABSERVE_MUTANT_DELAY_KIND=sleep`` the call sleeps instead, which injects exactly its
+  duration (busy work on a core the server's other processes share also delays them and
+  evicts caches: measured here, 5.0 ms of busy work per step cost 6.4 ms per output token).
 - ``embed-fault`` (silent correctness): on requests with more than
   ``ABSERVE_MUTANT_MIN_ITEMS`` items (default 64) the embedding of the middle item is
   zeroed, an image-handling bug that flips few or no output tokens (issue 9).
@@ -30,6 +33,8 @@ from abserve.lookup import Feature, linear_window
 MUTANT_ENV = "ABSERVE_MUTANT"
 DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
 MIN_ITEMS_ENV = "ABSERVE_MUTANT_MIN_ITEMS"
+DELAY_KIND_ENV = "ABSERVE_MUTANT_DELAY_KIND"
+DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
 MUTANTS = ("drop-straddle", "slow", "embed-fault")
 
@@ -50,6 +55,13 @@ def delay_us() -> int:
     return int(os.environ.get(DELAY_ENV, str(DEFAULT_DELAY_US)))
 
 
+def delay_kind() -> str:
+    kind = os.environ.get(DELAY_KIND_ENV, "busy").strip() or "busy"
+    if kind not in DELAY_KINDS:
+        raise ValueError(f"{DELAY_KIND_ENV}={kind!r}: expected one of {', '.join(DELAY_KINDS)}")
+    return kind
+
+
 def min_items() -> int:
     return int(os.environ.get(MIN_ITEMS_ENV, "64"))
 
@@ -62,13 +74,16 @@ def drop_straddle_window(features: Sequence[Feature], start: int, end: int) -> t
     return lo, hi
 
 
-def with_delay(lookup: Lookup, micros: int) -> Lookup:
-    """``lookup`` plus ``micros`` microseconds of busy work per call (not sleep: CPU time)."""
+def with_delay(lookup: Lookup, micros: int, kind: str = "busy") -> Lookup:
+    """``lookup`` taking at least ``micros`` microseconds per call: busy work (CPU time) or,
+    with ``kind="sleep"``, a sleep for what is left after the lookup."""
 
     @wraps(lookup)
     def slow_lookup(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
         deadline = time.perf_counter_ns() + micros * 1000
         result = lookup(features, start, end)
+        if kind == "sleep":
+            time.sleep(max(deadline - time.perf_counter_ns(), 0) / 1e9)
         while time.perf_counter_ns() < deadline:
             pass
         return result
@@ -81,7 +96,7 @@ def mutate_lookup(mutant: str | None, lookup: Lookup) -> Lookup:
     if mutant == "drop-straddle":
         return drop_straddle_window
     if mutant == "slow":
-        return with_delay(lookup, delay_us())
+        return with_delay(lookup, delay_us(), delay_kind())
     return lookup
 
 

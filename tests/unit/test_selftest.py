@@ -126,3 +126,21 @@ def test_results_table_shows_expected_and_actual_per_check() -> None:
                             checks=[check])
     text = results_markdown(result)
     assert "| c | a vs b | fail-equality | pass | NO |" in text and "**FAILED**" in text
+
+
+def test_sleeping_slow_mutant_takes_its_delay_and_returns_the_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from abserve import mutants
+    from abserve.lookup import linear_window
+
+    monkeypatch.setenv(mutants.MUTANT_ENV, "slow")
+    monkeypatch.setenv(mutants.DELAY_ENV, "3000")
+    monkeypatch.setenv(mutants.DELAY_KIND_ENV, "sleep")
+    slow = mutants.mutate_lookup(mutants.selected_mutant(), linear_window)
+    began = time.perf_counter()
+    assert slow([], 0, 10) == (0, 0)
+    assert time.perf_counter() - began >= 0.003
+    monkeypatch.setenv(mutants.DELAY_KIND_ENV, "nap")
+    with pytest.raises(ValueError, match="DELAY_KIND"):
+        mutants.delay_kind()
