@@ -138,6 +138,24 @@ def test_client_disconnect_cancels_every_upstream_without_leaks(ups, tmp_path) -
     assert not state.recorder.pending and state.recorder.admitted == 0
 
 
+def test_client_leaving_right_after_done_cancels_nothing(ups, tmp_path) -> None:
+    """A client that closes as soon as it reads [DONE] (as OpenAI's client does) had its whole
+    answer: the primary's record stays a success and a slower shadow streams to its end."""
+    a, b = ups
+    a.knobs = Knobs(n_tokens=5)
+    b.knobs = Knobs(token_delay_s=0.1, n_tokens=5)
+    router, sink = serve({"a": a.url, "b": b.url}, tmp_path)
+    with router:
+        with httpx.stream("POST", router.url + URL, json=BODY) as resp:
+            for chunk in resp.iter_raw():
+                if b"[DONE]" in chunk:
+                    break
+        (ex,) = sink.wait_for(1, timeout_s=5)
+    assert ex.arms["a"].ok, (ex.arms["a"].error_class, ex.arms["a"].error_detail)
+    assert ex.arms["b"].ok and len(ex.arms["b"].token_ids) == 5
+    assert b.observed.cancelled_at == []
+
+
 async def test_concurrency_cap_answers_503_fast_with_retry_after(ups, tmp_path) -> None:
     a, b = ups
     a.knobs = b.knobs = Knobs(token_delay_s=0.1)

@@ -85,7 +85,6 @@ def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
         import json
         from types import SimpleNamespace as NS
         from abserve import vllm_plugin
-from abserve.lookup import bisect_probes
         vllm_plugin.register()
         import vllm.v1.worker.gpu_model_runner as m
         feats = [NS(mm_position=NS(offset=10 * i, length=4)) for i in range(100)]

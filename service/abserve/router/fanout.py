@@ -51,6 +51,9 @@ class Relay:
     head: asyncio.Future[Head | None] = field(  # None: the client went away first
         default_factory=lambda: asyncio.get_running_loop().create_future())
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    # True once the primary's terminator ([DONE]) is queued: the client has (or is about to
+    # have) its whole answer, so its disconnecting no longer cancels any arm.
+    complete: bool = False
 
     def open(self, head: Head | None) -> None:
         if not self.head.done():
@@ -191,6 +194,7 @@ class ArmCall:
                         relay_parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
             if self.relay is not None:
                 self.relay.open(head)
+                self.relay.complete = done
                 raw = data if not self.relay.additions.any else b"".join(relay_parts)
                 if raw:
                     self.relay.queue.put_nowait(raw)

@@ -35,7 +35,7 @@ class ClientWatch:
 
     async def _watch(self, receive: Receive) -> None:
         await _until_disconnect(receive)
-        if not self.stopped:
+        if not self.stopped and not self.relay.complete:
             self.fan.cancel()
             self.relay.open(None)
 
@@ -66,7 +66,8 @@ class RelayResponse(Response):
                 item = _coalesce(queue) if queue.qsize() > 1 else await queue.get()
         except BaseException:  # sending to the client failed, or this task was cancelled
             self.watch.stop()
-            self.fan.cancel()
+            if not self.relay.complete:
+                self.fan.cancel()
             raise
         self.watch.stop()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
