@@ -144,3 +144,31 @@ def test_sleeping_slow_mutant_takes_its_delay_and_returns_the_lookup(monkeypatch
     monkeypatch.setenv(mutants.DELAY_KIND_ENV, "nap")
     with pytest.raises(ValueError, match="DELAY_KIND"):
         mutants.delay_kind()
+
+
+def test_an_interval_above_the_injected_effect_holds_only_within_the_allowed_amplification() -> None:
+    exchanges = ab_run(60, itl_shift=0.004, arms=("a", "b"))  # served effect 4 ms per token
+    strict = spec("fail-latency", delay_us=3000)
+    result = evaluate(strict, judged(strict, exchanges, slow_arms(0.003)))  # injected 3 ms
+    assert not result.holds and result.contained is False
+    loose = spec("fail-latency", delay_us=3000, amplification=1.5)
+    result = evaluate(loose, judged(loose, exchanges, slow_arms(0.003)))
+    assert result.holds and result.contained is False and "below the reported" in result.details[0]
+    too_small = evaluate(loose, judged(loose, exchanges, slow_arms(0.002)))  # 4 ms > 1.5 x 2 ms
+    assert not too_small.holds and "OUTSIDE" in too_small.details[0]
+
+
+def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anything(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from abserve.launch.selftest import ExperimentOutcome, run_selftest, write_results
+
+    config = tmp_path / "selftest.yaml"
+    config.write_text(f"policy: {ROOT / 'configs/policy/selftest.yaml'}\nexperiments: {{e: x.yaml}}\n"
+                      "checks: [{name: c, experiment: e, baseline: a, candidate: b, expect: pass}]\n")
+    gone = ExperimentOutcome(name="e", config="x.yaml", out_dir=str(tmp_path), error="server died")
+    write_results(SelftestResult(ok=False, exit_code=3, started_at=0, ended_at=1, policy="p",
+                                 experiments=[gone], checks=[]), tmp_path)
+    assert run_selftest(config, tmp_path, Console(file=None, quiet=True), rejudge=True) == 3
+    text = (tmp_path / "selftest.md").read_text()
+    assert "| c | a vs b | pass | not run | NO |" in text and "server died" in text

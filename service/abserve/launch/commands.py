@@ -80,6 +80,9 @@ def selftest(
     out: Annotated[Path, typer.Option("--out", help="Directory for the runs, reports and results.")] = Path(
         "runs/selftest"
     ),
+    rejudge: Annotated[
+        bool, typer.Option("--rejudge", help="Start nothing: judge an earlier selftest in OUT again.")
+    ] = False,
 ) -> None:
     """Prove the verdicts on real servers: A/A' passes, mutants fail; exit 0 only if all hold."""
     from rich.console import Console
@@ -87,7 +90,7 @@ def selftest(
     from abserve.launch.selftest import run_selftest
 
     try:
-        code = run_selftest(config, out, Console())
+        code = run_selftest(config, out, Console(), rejudge=rejudge)
     except KeyboardInterrupt:
         typer.echo("interrupted: every started process was stopped", err=True)
         raise typer.Exit(130) from None

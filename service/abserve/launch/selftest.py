@@ -149,16 +149,23 @@ def configured_delay_us(config_path: Path, arm: str) -> float | None:
     return float(chosen.mutant_env.get(DELAY_ENV, DEFAULT_DELAY_US))
 
 
-def run_selftest(config_path: Path, out: Path, console: Console) -> int:
-    """Run every experiment, make every check, write the results; return the exit code."""
+def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool = False) -> int:
+    """Run every experiment, make every check, write the results; return the exit code.
+
+    ``rejudge``: run nothing; judge the records an earlier selftest left in ``out`` again.
+    """
     config = load_selftest(config_path)
     policy = load_policy(config.policy)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    experiments = {
-        name: run_one(name, path, out / "experiments" / name, console)
-        for name, path in config.experiments.items()
-    }
+    if rejudge:
+        earlier = SelftestResult.model_validate_json((out / "selftest.json").read_text())
+        experiments = {e.name: e for e in earlier.experiments}
+    else:
+        experiments = {
+            name: run_one(name, path, out / "experiments" / name, console)
+            for name, path in config.experiments.items()
+        }
     checks = [judge_check(spec, experiments[spec.experiment], policy, out) for spec in config.checks]
     not_run = any(e.run_id is None for e in experiments.values())
     ok = all(c.holds for c in checks) and not not_run

@@ -12,7 +12,13 @@ trustworthy service must say:
   telemetry: the extra time per lookup call of the mutant over the baseline, times lookup
   calls per engine step (each output token costs one engine step, and each step calls the
   lookup once per request in the batch). The configured delay times calls per step is shown
-  beside it as a lower bound (busy work never ends before its deadline).
+  beside it as a lower bound (a delay never ends before its deadline).
+  ``amplification`` (default 1.0: strict containment) lets the interval cover a value up to that
+  factor above the injected effect instead: on a 2-core machine a pause of 5 ms inside the engine
+  step cost 6.3-6.5 ms per output token in every run (busy or sleeping; the rest of the step ran
+  about 1.2 ms slower after it), so the served effect is not the pause alone. An interval below
+  the injected effect (understating it) or wholly above ``amplification`` times it always fails;
+  whether strict containment held is recorded either way (``CheckResult.contained``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class CheckSpec(BaseModel):
     floor: str | None = None
     expect: Expect
     metric: str = "tpot.hl"  # the latency line a fail-latency check reads
+    amplification: float = Field(default=1.0, ge=1.0)  # served effect may reach this x injected
     delay_us: float | None = None  # the mutant's configured delay per lookup call
 
 
@@ -62,6 +69,7 @@ class CheckResult(BaseModel):
     details: list[str] = Field(default_factory=list)
     report_dir: str | None = None
     injected: InjectedEffect | None = None
+    contained: bool | None = None  # fail-latency: injected effect strictly inside the interval
 
 
 def _per_call(t: LookupTelemetry) -> float | None:
@@ -125,31 +133,38 @@ def check_fail_equality(judgment: Judgment) -> tuple[bool, list[str]]:
 
 
 def check_fail_latency(judgment: Judgment, spec: CheckSpec,
-                       effect: InjectedEffect | None) -> tuple[bool, list[str]]:
-    """Fail on the latency line, with the injected effect inside its interval."""
+                       effect: InjectedEffect | None) -> tuple[bool, list[str], bool | None]:
+    """Fail on the latency line, with the injected effect inside its interval (or, with
+    ``amplification`` > 1, the interval meeting [injected, amplification x injected])."""
     line = _line(judgment, spec.metric)
     details = _summary(judgment)
-    if line is None or effect is None:
-        details.insert(0, f"no {spec.metric} line or no telemetry to derive the injected effect")
-        return False, details
-    inside = line.low is not None and line.high is not None and line.low <= effect.expected_s <= line.high
+    if line is None or effect is None or line.low is None or line.high is None:
+        details.insert(0, f"no {spec.metric} interval or no telemetry to derive the injected effect")
+        return False, details, None
+    injected = effect.expected_s
+    contained = line.low <= injected <= line.high
+    covered = line.high >= injected and line.low <= injected * spec.amplification
+    where = "inside" if contained else "below" if covered else "OUTSIDE"
+    note = "" if contained or not covered else (
+        f"; the served effect exceeds it by at least {_ms(line.low - injected)}, within the allowed "
+        f"{spec.amplification:g}x = {_ms(injected * spec.amplification)}")
     details.insert(0, (
-        f"injected {_ms(effect.expected_s)} per token ({effect.calls_per_step:.3f} lookup calls per step x "
-        f"{_ms(effect.extra_per_call_s)} extra per call; configured delay gives {_ms(effect.configured_s)}) "
-        f"{'inside' if inside else 'OUTSIDE'} the reported {spec.metric} interval "
-        f"[{_ms(line.low)}, {_ms(line.high)}] (estimate {_ms(line.estimate)})"
+        f"injected {_ms(injected)} per token ({effect.calls_per_step:.3f} lookup calls per step x "
+        f"{_ms(effect.extra_per_call_s)} extra per call; configured delay gives {_ms(effect.configured_s)}): "
+        f"{where} the reported {spec.metric} interval [{_ms(line.low)}, {_ms(line.high)}] "
+        f"(estimate {_ms(line.estimate)}){note}"
     ))
-    return judgment.verdict == "fail" and line.outcome == "fail" and inside, details
+    return judgment.verdict == "fail" and line.outcome == "fail" and covered, details, contained
 
 
 def evaluate(spec: CheckSpec, judgment: Judgment, report_dir: str | None = None) -> CheckResult:
     """Compare one judgment with what its check expects."""
-    effect = None
+    effect, contained = None, None
     if spec.expect == "fail-latency":
         base, cand = judgment.arms.get(spec.baseline), judgment.arms.get(spec.candidate)
         if base is not None and cand is not None:
             effect = injected_effect(base.telemetry, cand.telemetry, spec.delay_us)
-        holds, details = check_fail_latency(judgment, spec, effect)
+        holds, details, contained = check_fail_latency(judgment, spec, effect)
     elif spec.expect == "fail-equality":
         holds, details = check_fail_equality(judgment)
     elif spec.expect == "pass":
@@ -166,4 +181,5 @@ def evaluate(spec: CheckSpec, judgment: Judgment, report_dir: str | None = None)
         details=details,
         report_dir=report_dir,
         injected=effect,
+        contained=contained,
     )
