@@ -37,6 +37,7 @@ def small_config(tmp_path: Path, **changes: object) -> Path:
     config["load"]["profiles"] = [
         {"profile": "many-items", "requests": 12, "set": {"images.count": [64, 128], "max_tokens": 8}}
     ]
+    config["blocks"] = {**config.get("blocks", {}), "count": 2, "warmup_requests": 0}
     config.update(changes)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
