@@ -16,6 +16,7 @@ status codes, never upstream bodies (they may echo prompt text).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -223,6 +224,9 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int = MAX_ERROR_
     return b"".join(parts)
 
 
+_shuffle = random.SystemRandom().shuffle
+
+
 @dataclass
 class FanOut:
     """One client request in flight to every arm."""
@@ -231,9 +235,13 @@ class FanOut:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def start(self) -> None:
-        """Start every arm's call in the same loop pass: they send at the same instant."""
-        self.tasks = {name: asyncio.create_task(call.run(), name=f"arm-{name}")
-                      for name, call in self.calls.items()}
+        """Start every arm's call in the same loop pass: they send at the same instant. The
+        order within that pass is shuffled per request, so no arm (the primary, say) is
+        always first on the wire and first in its server's queue."""
+        order = list(self.calls)
+        _shuffle(order)
+        self.tasks = {name: asyncio.create_task(self.calls[name].run(), name=f"arm-{name}")
+                      for name in order}
 
     def cancel(self) -> None:
         """Cancel every arm still running (client gone)."""
