@@ -118,15 +118,18 @@ def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, 
     from abserve.report import write_report
     from abserve.store import Store
 
-    if experiment.run_id is None:
+    def not_run(why: str) -> CheckResult:
         return CheckResult(name=spec.name, experiment=spec.experiment,
                            arms=f"{spec.baseline} vs {spec.candidate}", expected=spec.expect,
-                           verdict="not run", holds=False,
-                           details=[f"experiment {experiment.name} did not run: {experiment.error}"])
+                           verdict="not run", holds=False, details=[why])
+
+    if experiment.run_id is None:
+        return not_run(f"experiment {experiment.name} did not run: {experiment.error}")
     store = Store.open(f"sqlite:///{(Path(experiment.out_dir) / 'abserve.db').resolve()}")
     try:
         run = store.get_run(experiment.run_id)
-        assert run is not None, experiment.run_id
+        if run is None:
+            return not_run(f"run {experiment.run_id} is not in the store under {experiment.out_dir}")
         judgment = judge(run, store.iter_exchanges(experiment.run_id), roles_policy(policy, spec))
     finally:
         store.close()
@@ -160,7 +163,8 @@ def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool =
     started = time.time()
     if rejudge:
         earlier = SelftestResult.model_validate_json((out / "selftest.json").read_text())
-        experiments = {e.name: e for e in earlier.experiments}
+        experiments = {e.name: e.model_copy(update={"out_dir": str(out / "experiments" / e.name)})
+                       for e in earlier.experiments}  # where they are now, if OUT was moved
     else:
         experiments = {
             name: run_one(name, path, out / "experiments" / name, console)
@@ -178,6 +182,8 @@ def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool =
     for c in checks:
         for detail in c.details:
             console.print(f"[bold]{c.name}[/]: {detail}", soft_wrap=True, highlight=False)
+    console.print(f"results: {out / 'selftest.md'}, {out / 'selftest.json'}; "
+                  f"reports: {out / 'checks'}/<check>/")
     console.print(f"selftest: [bold {'green' if ok else 'red'}]{'OK' if ok else 'FAILED'}[/] (exit {code})")
     return code
 
@@ -205,9 +211,8 @@ def results_markdown(result: SelftestResult) -> str:
 
 def results_table(result: SelftestResult) -> Table:
     table = Table(title="abserve selftest: expected vs actual")
-    for column in ("check", "arms", "expected", "verdict", "holds", "report"):
+    for column in ("check", "arms", "expected", "verdict", "holds"):
         table.add_column(column, no_wrap=True)
     for c in result.checks:
-        table.add_row(c.name, c.arms, c.expected, c.verdict,
-                      "[green]yes[/]" if c.holds else "[red]NO[/]", c.report_dir or "")
+        table.add_row(c.name, c.arms, c.expected, c.verdict, "[green]yes[/]" if c.holds else "[red]NO[/]")
     return table
