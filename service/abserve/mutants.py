@@ -10,9 +10,9 @@ never mistake a mutant arm for a real one:
   is dropped from that step, so the part of the image inside the chunk is never embedded.
 - ``slow`` (latency): a known cost per lookup call, ``ABSERVE_MUTANT_DELAY_US``
   microseconds (default 2000) of busy work, the shape of a lookup that got slower; with
-  ``ABSERVE_MUTANT_DELAY_KIND=sleep`` the call sleeps instead, which injects exactly its
-  duration (busy work on a core the server's other processes share also delays them and
-  evicts caches: measured here, 5.0 ms of busy work per step cost 6.4 ms per output token).
+  ``ABSERVE_MUTANT_DELAY_KIND=sleep`` the call sleeps instead, leaving the core to the
+  server's other processes (measured on 2 cores: 5 ms per engine step, busy or sleeping, cost
+  6.3-6.5 ms per output token; the rest of the step ran about 1.2 ms slower after the pause).
 - ``embed-fault`` (silent correctness): on requests with more than
   ``ABSERVE_MUTANT_MIN_ITEMS`` items (default 64) the embedding of the middle item is
   zeroed, an image-handling bug that flips few or no output tokens (issue 9).
