@@ -97,9 +97,28 @@ def selftest(
     raise typer.Exit(code)
 
 
+def combine(
+    manifest: Annotated[Path, typer.Argument(help="YAML list of blocks: database_url, run_id, placement.")],
+    db: Annotated[str, typer.Option("--db", help="Store URL of the merged run.")],
+    into: Annotated[str, typer.Option("--into", help="Run id of the merged run.")],
+) -> None:
+    """Merge per-block runs of a GPU rotation into one counterbalanced run (then `abserve report`)."""
+    from abserve.launch.combine import CombineError, combine_runs, load_manifest
+
+    try:
+        run = combine_runs(load_manifest(manifest), into, db)
+    except CombineError as exc:
+        typer.echo(f"combine: {exc}", err=True)
+        raise typer.Exit(3) from exc
+    blocks = run.provenance.get("blocks")
+    count = len(blocks) if isinstance(blocks, list) else 0
+    typer.echo(f"run {run.run_id}: {count} blocks, status {run.status}")
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("build-model")(build_model)
     app.command("run")(run)
     app.command("prove")(prove)
+    app.command("combine")(combine)
     app.command("selftest")(selftest)
