@@ -101,7 +101,19 @@ class LoadConfig(BaseModel):
     users: int = Field(4, ge=1)
     seed: int = 0
     max_error_rate: float = 0.2
+    # closed: each user sends its next request when the client's answer (the primary arm's)
+    # ends, so a non-primary arm may still be decoding then; constant/poisson at ``rate``
+    # requests per second (open loop) leave every arm idle between requests when the rate is
+    # low enough: the A/A' latency check needs that symmetry.
+    shape: Literal["closed", "constant", "poisson"] = "closed"
+    rate: float = Field(0.0, ge=0.0)
     profiles: list[LoadItem] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _rate_for_open_loop(self) -> LoadConfig:
+        if self.shape != "closed" and self.rate <= 0:
+            raise ValueError(f"shape {self.shape!r} needs rate > 0 (requests per second)")
+        return self
 
 
 class BlocksConfig(BaseModel):

@@ -217,6 +217,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
                     out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
                     model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
                     max_error_rate=config.load.max_error_rate, tags=tags,
+                    shape=config.load.shape, rate=config.load.rate,
                 )
                 if summary.exit_code != 0 and summary.stop_reason:
                     raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; "
