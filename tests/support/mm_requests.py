@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import random
 from typing import Any
 
-from PIL import Image
+from abserve.traffic.images import make_image
 
 WORDS = (
     "the river carried small boats past old stone bridges while children counted clouds and "
@@ -16,12 +14,8 @@ WORDS = (
 
 
 def png_data_url(seed: int, size: int = 28) -> str:
-    """A deterministic noisy PNG as a data URL."""
-    rng = random.Random(seed)
-    image = Image.frombytes("RGB", (size, size), bytes(rng.randrange(256) for _ in range(size * size * 3)))
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    """A deterministic noisy PNG as a data URL (the traffic generator's image maker)."""
+    return make_image(seed, size, size, "png").data_url
 
 
 def long_text(words: int, seed: int = 0) -> str:
