@@ -18,7 +18,9 @@ from typing import Literal
 import numpy as np
 
 from abserve.compare.aggregate import drift_tolerance, equality_line, pair_results
+from abserve.compare.blocked import pair_placement
 from abserve.compare.equality import problem_of
+from abserve.compare.gates import improvement_line, per_item_line, shift_line
 from abserve.compare.latency import (
     METRICS,
     RequestLatency,
@@ -38,6 +40,7 @@ from abserve.compare.model import (
 )
 from abserve.compare.placement import bias_guard, placement_line, sample_levels, shift_of
 from abserve.compare.policy import MetricRule, Policy, bucket_label
+from abserve.compare.sequential import look_ends
 from abserve.compare.stats import (
     bootstrap_quantile_diff,
     hodges_lehmann,
@@ -49,9 +52,11 @@ from abserve.compare.verdict import (
     invalid_reasons,
     latency_outcome,
     overall,
+    sequential_equality,
     threshold_for,
     too_few,
 )
+from abserve.compare.warmup import describe, transient_cut
 from abserve.records import Exchange, RunInfo
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
@@ -66,6 +71,38 @@ def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exc
     cutoff = ordered[0].started_at + policy.warmup_seconds
     kept = [ex for i, ex in enumerate(ordered) if i >= policy.warmup_requests and ex.started_at >= cutoff]
     return kept, len(ordered) - len(kept)
+
+
+def select_judged(ordered: list[Exchange], lat: Latencies, policy: Policy) -> tuple[list[Exchange], str]:
+    """The exchanges to judge latency on: after the fixed warm-up, and after the arms' initial
+    transient when the policy detects it (``sequential.warmup: auto``); and why."""
+    kept, fixed = drop_warmup(ordered, policy)
+    if not (policy.sequential.enabled and policy.sequential.warmup == "auto"):
+        return kept, f"first {fixed} exchanges cut (fixed warm-up)"
+    arms = [policy.arms.baseline, policy.arms.candidate]
+    cut = transient_cut(ordered, lat, arms, policy.sequential.max_warmup_fraction)
+    start = max(fixed, cut.index)
+    return ordered[start:], describe(cut, fixed)
+
+
+def sequential_lines(judged: list[Exchange], lat: Latencies,
+                     policy: Policy) -> tuple[list[MetricLine], bool, int]:
+    """Every gate judged anytime-valid at every look; whether placement was controlled; looks."""
+    roles = policy.arms
+    levels = {pair_placement(ex.tags, roles.baseline, roles.candidate) for ex in judged} - {None}
+    ends = look_ends(judged, max(len(levels), 1), policy.sequential.look_every)
+    known = bool(levels)
+    lines = []
+    for rule in policy.metrics:
+        if rule.statistic == "hl":
+            lines.append(shift_line(rule, judged, lat, policy, ends, known))
+        else:
+            fixed = metric_line(rule, judged, lat, policy)
+            fixed.reason += " (fixed-sample interval, not anytime-valid)"
+            lines.append(fixed)
+    lines += [improvement_line(rule, judged, lat, policy, ends) for rule in policy.improvements]
+    lines += [per_item_line(rule, judged, lat, policy, ends) for rule in policy.per_item]
+    return lines, known, len(ends)
 
 
 def _finite(x: float) -> float | None:
@@ -259,26 +296,35 @@ def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
 
 def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgment:
     """Judge one run's exchanges under ``policy``; never raises on bad data, reports it."""
-    all_ex = list(exchanges)
-    judged, warm = drop_warmup(all_ex, policy)
+    all_ex = sorted(exchanges, key=lambda ex: (ex.started_at, ex.request_id))
+    seq = policy.sequential.enabled
     roles = policy.arms
+    lat_all: Latencies = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in all_ex}
+    judged, warm_detail = select_judged(all_ex, lat_all, policy)
     arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
     floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
-    lat: Latencies = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged}
+    lat = {ex.request_id: lat_all[ex.request_id] for ex in judged}
     summaries = {a: arm_summary(a, run, judged, lat, policy) for a in arm_names}
     errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
     invalid = invalid_reasons(run, judged, policy, errors)
-    tolerance = drift_tolerance(judged, policy, floor)
+    compared = all_ex if seq else judged  # outputs of warm-up requests compare like any others
+    tolerance = drift_tolerance(compared, policy, floor)
     pairs: list[EqualityLine] = [
-        equality_line(pair_results(judged, roles.baseline, other, tolerance), roles.baseline, other, policy)
+        equality_line(pair_results(compared, roles.baseline, other, tolerance), roles.baseline, other, policy)
         for other in (roles.candidate, floor)
         if other
     ]
     main = pairs[0]
     floor_counts = (pairs[1].summary.mismatches, pairs[1].comparable) if floor else None
-    eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
+    if seq:
+        first = main.examples[0].request_id if main.examples else None
+        eq = sequential_equality(main.summary.mismatches, main.comparable, floor_counts, policy, first)
+        lines, placement_known, looks = sequential_lines(judged, lat, policy)
+    else:
+        eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
+        lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
+        placement_known, looks = True, 1
     eq.drift_tolerance = tolerance
-    lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
     rows, trends = breakdowns(judged, lat, policy)
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
@@ -294,8 +340,12 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
         reasons=reasons,
         invalid_reasons=invalid,
         exchanges_total=len(all_ex),
-        exchanges_warmup=warm,
+        exchanges_warmup=len(all_ex) - len(judged),
         exchanges_judged=len(judged),
+        warmup_detail=warm_detail,
+        placement_known=placement_known,
+        sequential=seq,
+        looks=looks,
         arms=summaries,
         equality=pairs,
         equality_verdict=eq,

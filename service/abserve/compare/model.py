@@ -15,8 +15,29 @@ from abserve.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
 
-Outcome = Literal["pass", "marginal", "fail", "inconclusive", "invalid"]
-EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive": 2, "invalid": 3}
+Outcome = Literal["pass", "marginal", "fail", "inconclusive", "unstable", "invalid"]
+EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive": 2, "unstable": 2,
+                              "invalid": 3}
+DECIDED: frozenset[str] = frozenset({"pass", "fail"})
+
+
+class Look(BaseModel):
+    """One look of a sequential gate: pairs seen, the estimate, its anytime-valid interval."""
+
+    n: int
+    estimate: float | None = None
+    low: float | None = None  # None: not yet bounded
+    high: float | None = None
+
+
+class Drift(BaseModel):
+    """How much a gate's paired difference moved from the first judged exchange to the last."""
+
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+    unstable: bool = False
+    trajectory: list[Look] = Field(default_factory=list)
 PERCENTILES: tuple[float, ...] = tuple(i / 100 for i in range(101))
 
 
@@ -44,6 +65,13 @@ class MetricLine(BaseModel):
     naive_low: float | None = None
     naive_high: float | None = None
     placement_bias: float | None = None  # largest measured placement bias (seconds)
+    # Sequential judgment (``policy.sequential.enabled``): what the line gates (``shift`` of
+    # the statistic, ``improvement`` on a stratum, ``per_item`` slope in seconds per item),
+    # the interval at every look, and the drift guard's measurement.
+    kind: Literal["shift", "improvement", "per_item"] = "shift"
+    stratum: str | None = None
+    trajectory: list[Look] = Field(default_factory=list)
+    drift: Drift | None = None
 
 
 class PlacementLevel(BaseModel):
@@ -199,6 +227,10 @@ class Judgment(BaseModel):
     exchanges_total: int = 0
     exchanges_warmup: int = 0
     exchanges_judged: int = 0
+    warmup_detail: str = ""  # where the warm-up was cut and why
+    placement_known: bool = True  # False: the arms' placement was not controlled (by-hand flow)
+    sequential: bool = False  # judged with anytime-valid intervals at every look
+    looks: int = 0
     arms: dict[str, ArmSummary] = Field(default_factory=dict)
     equality: list[EqualityLine] = Field(default_factory=list)
     equality_verdict: EqualityVerdict | None = None

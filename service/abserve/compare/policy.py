@@ -62,6 +62,9 @@ class EqualityRule(_Strict):
     drift_floor_quantile: float | None = Field(default=None, gt=0.0, le=1.0)
     allowed_excess_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     critical: bool = True
+    # Sequential judgment: equality passes once the anytime-valid upper bound of the excess
+    # mismatch rate is at most ``resolution`` (the smallest rate the run rules out).
+    resolution: float = Field(default=0.10, gt=0.0, le=1.0)
 
 
 class PlacementRule(_Strict):
@@ -80,6 +83,55 @@ class PlacementRule(_Strict):
     max_bias_ratio: float = Field(default=0.5, ge=0.0)
 
 
+class SequentialRule(_Strict):
+    """Anytime-valid judgment at every look (``abserve.compare.sequential``).
+
+    ``phi``: prior precision of the mixture (in units of the noise; 1 is the usual choice).
+    ``look_every``: exchanges between looks when the exchanges carry no block tags.
+    ``warmup``: ``auto`` cuts each arm's initial transient (MSER-5) on top of the fixed count.
+    ``drift``: ``guard`` makes a gate whose difference moved by more than its allowance over
+    the run ``unstable``; ``accept`` only reports the drift.
+    ``unknown_placement_bias``: seconds per metric that an uncontrolled placement can add
+    (measured on this kind of machine); a latency ``fail`` without controlled placement must
+    exceed the allowance by this much.
+    """
+
+    enabled: bool = False
+    phi: float = Field(default=1.0, gt=0.0)
+    look_every: int = Field(default=16, ge=2)
+    warmup: Literal["auto", "fixed"] = "auto"
+    max_warmup_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)
+    drift: Literal["guard", "accept"] = "guard"
+    unknown_placement_bias: dict[LatencyMetric, float] = Field(default_factory=dict)
+
+
+class ImprovementRule(_Strict):
+    """An improvement the candidate claims: ``metric`` lower by at least ``at_least`` seconds
+    on requests with at least ``min_items`` items. Pass: proven; fail: ruled out."""
+
+    metric: LatencyMetric
+    min_items: int = Field(ge=0)
+    at_least: float = Field(default=0.0, ge=0.0)
+    critical: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.improvement@{self.min_items}+"
+
+
+class PerItemRule(_Strict):
+    """The cost per item: slope of ``candidate - baseline`` of ``metric`` against items per
+    request. Pass when at most ``allowed`` seconds per item (the bad direction is increase)."""
+
+    metric: LatencyMetric
+    allowed: float = 0.0
+    critical: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.per_item"
+
+
 class Policy(_Strict):
     """A complete sign-off policy."""
 
@@ -95,6 +147,9 @@ class Policy(_Strict):
     allow_unmeasured_floor: bool = True
     equality: EqualityRule = EqualityRule()
     placement: PlacementRule = PlacementRule()
+    sequential: SequentialRule = SequentialRule()
+    improvements: tuple[ImprovementRule, ...] = ()
+    per_item: tuple[PerItemRule, ...] = ()
     metrics: tuple[MetricRule, ...] = (
         MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
         MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from abserve.compare.anytime import rate_sequence
 from abserve.compare.model import EXIT_CODES, EqualityVerdict, MetricLine, Outcome
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
@@ -117,6 +118,41 @@ def equality_verdict(k: int, n: int, floor: tuple[int, int] | None, policy: Poli
     return out
 
 
+def sequential_equality(k: int, n: int, floor: tuple[int, int] | None, policy: Policy,
+                        first: str | None = None) -> EqualityVerdict:
+    """Equality judged with anytime-valid rate intervals: decided at any look.
+
+    ``fail`` as soon as the excess mismatch rate over the floor (zero without one) is proven
+    above ``allowed_excess_rate`` (with an allowed rate of zero one mismatch is proof);
+    ``pass`` once every excess above ``allowed_excess_rate + resolution`` is ruled out.
+    With a floor each rate gets half of alpha. ``first``: the first mismatching request.
+    """
+    rule, alpha = policy.equality, 1.0 - policy.confidence
+    cand = rate_sequence(k, n, alpha / 2 if floor else alpha)
+    out = EqualityVerdict(floor_measured=floor is not None, floor_arm=policy.arms.floor if floor else None,
+                          candidate_rate=None if n == 0 else cand.estimate, candidate_low=cand.low,
+                          candidate_high=cand.high, threshold=rule.allowed_excess_rate,
+                          critical=rule.critical, outcome="inconclusive", reason="")
+    excess_low, excess_high, against = cand.low, cand.high, "zero (no A/A' floor)"
+    if floor is not None:
+        fl = rate_sequence(floor[0], floor[1], alpha / 2)
+        out.floor_rate, out.floor_low, out.floor_high = fl.estimate, fl.low, fl.high
+        excess_low, excess_high = cand.low - fl.high, cand.high - fl.low
+        against = f"the A/A' floor {floor[0]}/{floor[1]}"
+    text = (f"{k}/{n} mismatches; excess over {against} in [{max(excess_low, 0):.3f}, "
+            f"{excess_high:.3f}] (anytime-valid)")
+    if excess_low > rule.allowed_excess_rate:
+        named = f"; first mismatching request {first}" if first else ""
+        out.outcome, out.reason = "fail", f"{text}: above the allowed {rule.allowed_excess_rate:.3f}{named}"
+    elif excess_high <= rule.allowed_excess_rate + rule.resolution:
+        out.outcome, out.reason = "pass", (f"{text}: an excess mismatch rate above "
+                                           f"{excess_high:.3f} is ruled out")
+    else:
+        out.reason = (f"{text}: not yet below the resolution {rule.resolution:.3f}; "
+                      f"more comparable requests needed")
+    return out
+
+
 def invalid_reasons(
     run: RunInfo, exchanges: list[Exchange], policy: Policy, errors: dict[str, int]
 ) -> list[str]:
@@ -169,7 +205,7 @@ def overall(
     rows = list(lines)
     failed_crit = [r for r in rows if r[2] == "fail" and r[1]]
     failed_other = [r for r in rows if r[2] == "fail" and not r[1]]
-    inconclusive = [r for r in rows if r[2] == "inconclusive" and r[1]]
+    inconclusive = [r for r in rows if r[2] in ("inconclusive", "unstable") and r[1]]
     marginal = [r for r in rows if r[2] == "marginal"]
     verdict: Outcome
     if failed_crit:

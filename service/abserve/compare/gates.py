@@ -1,0 +1,198 @@
+"""The gates of a sequential judgment: one ``MetricLine`` each, decided or not yet.
+
+- ``shift_line``: a latency rule (``hl``) judged on the anytime-valid counterbalanced shift:
+  ``pass`` when the whole interval is within the allowance, ``fail`` when beyond it. Its
+  drift over the run is measured beside it; with ``drift: guard`` a drift whose interval lies
+  entirely beyond the allowance makes the line ``unstable``. Without controlled placement a
+  ``fail`` must clear the allowance plus the policy's ``unknown_placement_bias``.
+- ``improvement_line``: the claimed improvement on requests with at least ``min_items``
+  items: ``pass`` when proven (interval below ``-at_least``), ``fail`` when ruled out.
+- ``per_item_line``: the cost per item (seconds per item): ``pass`` when the interval is at
+  most the allowed slope, ``fail`` when entirely above it.
+- ``stop_now``: a sequential run stops when a critical gate failed or every critical gate
+  passed.
+
+Pure; the intervals come from ``abserve.compare.sequential``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from abserve.compare.latency import RequestLatency, paired_sample
+from abserve.compare.model import DECIDED, Drift, Look, MetricLine, Outcome
+from abserve.compare.policy import ImprovementRule, MetricRule, PerItemRule, Policy
+from abserve.compare.sequential import (
+    Design,
+    coefficient_path,
+    design_of,
+    placement_biases,
+    stratum,
+)
+from abserve.compare.verdict import latency_outcome, threshold_for
+from abserve.records import Exchange
+
+Latencies = dict[str, dict[str, RequestLatency | None]]
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 1000:+.3f} ms"
+
+
+def _bound(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _lo(look: Look) -> float:
+    return -math.inf if look.low is None else look.low
+
+
+def _hi(look: Look) -> float:
+    return math.inf if look.high is None else look.high
+
+
+def _est(look: Look) -> float:
+    return 0.0 if look.estimate is None else look.estimate
+
+
+def _looks(path: Sequence[Look]) -> list[Look]:
+    return [Look(n=lk.n, estimate=_bound(lk.estimate) if lk.estimate is not None else None,
+                 low=_bound(lk.low) if lk.low is not None else None,
+                 high=_bound(lk.high) if lk.high is not None else None) for lk in path]
+
+
+def _design(metric: str, exchanges: list[Exchange], lat: Latencies, policy: Policy,
+            ends: Sequence[int]) -> tuple[Design, list[float]]:
+    roles = policy.arms
+    sample = paired_sample(exchanges, lat, metric, roles.baseline, roles.candidate)
+    return design_of(sample, exchanges, roles.baseline, roles.candidate, ends), sample.baseline
+
+
+def _alpha(policy: Policy) -> float:
+    return 1.0 - policy.confidence
+
+
+def _base_line(name: str, metric: str, critical: bool, n: int, policy: Policy) -> MetricLine:
+    return MetricLine(name=name, metric=metric, statistic="mean", direction="increase", critical=critical,
+                      n=n, confidence=policy.confidence, outcome="inconclusive", reason="")
+
+
+def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
+               ends: Sequence[int], placement_known: bool) -> MetricLine:
+    """One latency rule on the counterbalanced shift of the mean, anytime-valid."""
+    design, baseline = _design(rule.metric, exchanges, lat, policy, ends)
+    line = _base_line(rule.name, rule.metric, rule.critical, len(design.diffs), policy)
+    line.direction = rule.direction
+    if len(design.diffs) < policy.min_samples or not design.looks:
+        line.reason = f"{len(design.diffs)} paired requests, fewer than the {policy.min_samples} required"
+        return line
+    path = coefficient_path(design, "shift", _alpha(policy), policy.sequential.phi)
+    last = path[-1]
+    base_v = float(np.median(baseline))
+    threshold = threshold_for(rule, base_v)
+    outcome, reason = latency_outcome(rule, _est(last), _lo(last), _hi(last), threshold)
+    biases = placement_biases(design, _alpha(policy), policy.sequential.phi)
+    if not placement_known:
+        outcome, reason = _unknown_placement(rule, outcome, reason, last, threshold, policy)
+    drift = _drift(design, threshold, policy)
+    if drift.unstable and outcome in DECIDED:
+        outcome = "unstable"
+        reason += (f"; but the difference drifted by {_ms(drift.estimate)} [{_ms(drift.low)}, "
+                   f"{_ms(drift.high)}] over the run, beyond the allowance: not stable enough to decide")
+    line.statistic, line.outcome, line.reason, line.threshold = "mean", outcome, reason, threshold
+    line.baseline_value, line.candidate_value = base_v, base_v + _est(last)
+    line.estimate, line.low, line.high = last.estimate, last.low, last.high
+    line.relative = _est(last) / base_v if base_v else None
+    line.method = "anytime-counterbalanced" if biases else "anytime-pooled"
+    line.placement_bias = max((abs(iv.estimate) for iv in biases.values()), default=None)
+    line.trajectory, line.drift = _looks(path), drift
+    return line
+
+
+def _unknown_placement(rule: MetricRule, outcome: Outcome, reason: str, last: Look, threshold: float,
+                       policy: Policy) -> tuple[Outcome, str]:
+    """A fail without controlled placement must clear the allowance plus the assumed bias."""
+    bias = policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
+    reason += "; placement not controlled by abserve"
+    if outcome != "fail" or bias <= 0:
+        return outcome, reason
+    strict, _ = latency_outcome(rule, _est(last), _lo(last), _hi(last), threshold + bias)
+    if strict == "fail":
+        return "fail", reason + f", and the shift exceeds the allowance by more than its bias ({_ms(bias)})"
+    return "inconclusive", reason + f": a shift this small could be the placement's bias ({_ms(bias)})"
+
+
+def _drift(design: Design, threshold: float, policy: Policy) -> Drift:
+    path = coefficient_path(design, "drift", _alpha(policy), policy.sequential.phi)
+    last = path[-1]
+    low, high = _lo(last), _hi(last)
+    beyond = threshold > 0 and (low > threshold or high < -threshold)
+    return Drift(estimate=_est(last), low=_bound(low), high=_bound(high),
+                 unstable=beyond and policy.sequential.drift == "guard", trajectory=_looks(path))
+
+
+def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
+                     ends: Sequence[int]) -> MetricLine:
+    """The claimed improvement on the stratum of requests with at least ``min_items`` items."""
+    design, _ = _design(rule.metric, exchanges, lat, policy, ends)
+    part = stratum(design, rule.min_items)
+    line = _base_line(rule.name, rule.metric, rule.critical, len(part.diffs), policy)
+    line.kind, line.stratum, line.direction = "improvement", f">= {rule.min_items} items", "decrease"
+    line.threshold = -rule.at_least
+    if len(part.diffs) < policy.min_samples or not part.looks:
+        line.reason = (f"{len(part.diffs)} paired requests with >= {rule.min_items} items, fewer than "
+                       f"the {policy.min_samples} required")
+        return line
+    last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi)
+    end = last[-1]
+    low, high = _lo(end), _hi(end)
+    span = f"{_ms(end.estimate)} [{_ms(low)}, {_ms(high)}]"
+    claim = f"faster by at least {rule.at_least * 1000:.3f} ms"
+    if high < -rule.at_least:
+        line.outcome, line.reason = "pass", f"{span}: improvement proven ({claim})"
+    elif low > -rule.at_least:
+        line.outcome, line.reason = "fail", f"{span}: the claimed improvement ({claim}) is ruled out"
+    else:
+        line.reason = f"{span}: not yet known whether {claim}"
+    line.estimate, line.low, line.high = end.estimate, _bound(low), _bound(high)
+    line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
+    return line
+
+
+def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
+                  ends: Sequence[int]) -> MetricLine:
+    """The cost per item (slope of the paired difference against items per request)."""
+    design, _ = _design(rule.metric, exchanges, lat, policy, ends)
+    known = sum(it is not None for it in design.items)
+    line = _base_line(rule.name, rule.metric, rule.critical, known, policy)
+    line.kind, line.threshold = "per_item", rule.allowed
+    if known < policy.min_samples or len({it for it in design.items if it is not None}) < 2:
+        line.reason = f"{known} paired requests with a known item count: too few, or all the same count"
+        return line
+    path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi)
+    end = path[-1]
+    low, high = _lo(end), _hi(end)
+    span = f"{_us(end.estimate)} [{_us(low)}, {_us(high)}] per item"
+    limit = f"allowed {_us(rule.allowed)} per item"
+    if high <= rule.allowed:
+        line.outcome, line.reason = "pass", f"{span}: within the {limit}"
+    elif low > rule.allowed:
+        line.outcome, line.reason = "fail", f"{span}: beyond the {limit}"
+    else:
+        line.reason = f"{span}: interval reaches beyond the {limit}"
+    line.estimate, line.low, line.high = end.estimate, _bound(low), _bound(high)
+    line.method, line.trajectory = "anytime-regression", _looks(path)
+    return line
+
+
+def _us(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 1e6:+.2f} µs"
+
+
+def stop_now(gates: Iterable[tuple[str, bool, Outcome]]) -> bool:
+    """A sequential run may stop: a critical gate failed, or every critical gate passed."""
+    critical = [outcome for _, is_critical, outcome in gates if is_critical]
+    return any(o == "fail" for o in critical) or all(o == "pass" for o in critical)

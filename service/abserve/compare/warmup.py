@@ -1,0 +1,73 @@
+"""Warm-up that ends when the arms are warm: the initial transient of each arm, detected.
+
+A server that has just started (or was idle while its twin served) is slow for a while:
+caches fill, allocators grow, lazily built kernels compile. A fixed count of warm-up requests
+may not cover that (measured: one arm's TTFT fell from 5.3 s to 0.9 s over its first image
+requests), and judging the transient fails a build for being cold. ``transient_cut`` runs
+MSER-5 (White 1997; the rule Hoad, Robinson and Davies 2010 recommend for warm-up detection)
+on each compared arm's own latency series per request kind (traffic profile): the cut ``d``
+that minimises the standard error of the mean of what remains, searched over the first
+``max_fraction`` of the series. The run is judged from the latest cut of any arm and kind.
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from abserve.compare.latency import RequestLatency
+from abserve.records import Exchange
+
+BATCH = 5
+METRICS = ("ttft", "tpot")
+Latencies = dict[str, dict[str, RequestLatency | None]]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where the transient ends: the first judged exchange index, and which series said so."""
+
+    index: int
+    arm: str | None = None
+    kind: str | None = None
+    metric: str | None = None
+
+
+def mser_cut(series: Sequence[float], max_fraction: float = 0.5, batch: int = BATCH) -> int:
+    """MSER-``batch`` truncation point of ``series`` (in observations, a multiple of ``batch``)."""
+    m = len(series) // batch
+    if m < 4:
+        return 0
+    means = np.asarray(series[: m * batch], dtype=float).reshape(m, batch).mean(axis=1)
+    limit = max(1, int(m * max_fraction))
+    scores = [float(np.var(means[d:])) / (m - d) for d in range(limit)]
+    return int(np.argmin(scores)) * batch
+
+
+def transient_cut(exchanges: Sequence[Exchange], lat: Latencies, arms: Sequence[str],
+                  max_fraction: float) -> Cut:
+    """The latest end of an initial transient over ``arms``, kinds and ``METRICS``."""
+    best = Cut(0)
+    kinds = sorted({ex.tags.get("profile", "untagged") for ex in exchanges})
+    for kind in kinds:
+        positions = [i for i, ex in enumerate(exchanges) if ex.tags.get("profile", "untagged") == kind]
+        for arm in arms:
+            for metric in METRICS:
+                points = [(i, v) for i in positions
+                          if (rl := lat.get(exchanges[i].request_id, {}).get(arm)) is not None
+                          and (v := rl.get(metric)) is not None]
+                d = mser_cut([v for _, v in points], max_fraction)
+                if 0 < d < len(points) and points[d][0] > best.index:
+                    best = Cut(points[d][0], arm, kind, metric)
+    return best
+
+
+def describe(cut: Cut, fixed: int) -> str:
+    """One sentence for the report: what was cut and why."""
+    if cut.index <= fixed:
+        return f"first {fixed} exchanges cut (fixed warm-up); no longer transient detected"
+    return (f"first {cut.index} exchanges cut: arm {cut.arm}'s {cut.metric} on {cut.kind} requests was "
+            f"still settling until then (MSER-5); the fixed warm-up was {fixed}")
