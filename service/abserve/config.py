@@ -144,6 +144,20 @@ class BlocksConfig(BaseModel):
         return self
 
 
+class BudgetConfig(BaseModel):
+    """A sequential experiment (``abserve.launch.rounds``): load in rounds of one block per
+    placement, judged after each; it stops when every critical gate is decided or when
+    ``seconds`` (wall time of the whole run, servers' start included) or ``requests`` (sent,
+    warm-up included) cannot fit another round. Each block sends ``requests / blocks.count``
+    of every profile, so ``load`` and ``blocks`` set the size of a round, the budget how many.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    seconds: float | None = Field(default=None, gt=0)
+    requests: int | None = Field(default=None, ge=1)
+    min_rounds: int = Field(default=1, ge=1)
+
+
 class ExperimentConfig(BaseModel):
     """A whole A/B experiment."""
 
@@ -155,6 +169,7 @@ class ExperimentConfig(BaseModel):
     router: dict[str, Any] = Field(default_factory=dict)  # RouterSettings overrides
     load: LoadConfig
     blocks: BlocksConfig = BlocksConfig()
+    budget: BudgetConfig | None = None
     policy: Path = Path("configs/policy/default.yaml")
 
     @model_validator(mode="after")

