@@ -5,8 +5,14 @@ Order matters and each step fails fast with an OpenAI-style error:
    Content-Length was sent; a too-large Content-Length is refused before reading);
 2. parsed once with orjson (400 on malformed JSON);
 3. checked against a minimal schema of the endpoint (400 listing the bad fields);
-4. its media parts are counted (400 over ``max_images``), their types and URLs checked
-   (``security.check_media_url``).
+   The schema is strict where the router itself reads a field (``stream``,
+   ``stream_options``, ``logprobs``, ``return_token_ids``, ``echo``: JSON booleans or
+   integers, not strings, so ``"stream": "false"`` is a 400, not a stream) and nesting
+   deeper than ``MAX_DEPTH`` levels is refused (orjson re-encodes at most 254 levels: a
+   deeper body could be forwarded but never recorded);
+4. its content parts are read the way vLLM reads them (``parts.classify``): every URL a
+   part carries is checked (``security.check_media_url``) and every part vLLM counts as an
+   image counts toward ``max_images`` (400 over it).
 ``identify`` (called when recording, off the latency path) gives the fingerprint: the
 sha256 of canonical JSON (sorted keys) of the client's request with every media URL
 replaced by ``sha256:<hex>`` of the URL. Image bytes are never kept.
@@ -15,26 +21,30 @@ replaced by ``sha256:<hex>`` of the URL. Image bytes are never kept.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from abserve.router.errors import RouterError
+from abserve.router.parts import classify
 from abserve.router.security import check_media_url
 
 Endpoint = Literal["chat/completions", "completions"]
 
-TEXT_PARTS = {"text", "input_text", "refusal", "thinking"}
-URL_PARTS = {"image_url": "image", "input_image": "image", "video_url": "video",
-             "audio_url": "audio"}
-DATA_PARTS = {"input_audio"}
+MAX_DEPTH = 128  # JSON nesting levels accepted (orjson encodes at most 254)
+SAMPLING_EPS = 1e-5  # vLLM samples greedily below this temperature (SamplingParams)
 
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class _StreamOptions(_Open):
+    include_usage: StrictBool | None = None
+    continuous_usage_stats: StrictBool | None = None
 
 
 class _Message(_Open):
@@ -42,16 +52,23 @@ class _Message(_Open):
     content: str | list[dict[str, Any]] | None = None
 
 
-class ChatRequest(_Open):
+class _Request(_Open):
     model: str
+    stream: StrictBool | None = False
+    stream_options: _StreamOptions | None = None
+    return_token_ids: StrictBool | None = None
+    temperature: float | None = None
+
+
+class ChatRequest(_Request):
     messages: list[_Message] = Field(min_length=1)
-    stream: bool | None = False
+    logprobs: StrictBool | None = None
 
 
-class CompletionRequest(_Open):
-    model: str
+class CompletionRequest(_Request):
     prompt: str | list[str] | list[int] | list[list[int]]
-    stream: bool | None = False
+    logprobs: StrictInt | None = None
+    echo: StrictBool | None = None
 
 
 @dataclass
@@ -61,6 +78,7 @@ class CheckedRequest:
     endpoint: Endpoint
     body: dict[str, Any]
     stream: bool
+    sampled: bool = False  # vLLM will sample (temperature unset, or at least SAMPLING_EPS)
 
 
 @dataclass
@@ -98,58 +116,81 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise RouterError(400, "request body is not valid JSON") from exc
     if not isinstance(body, dict):
         raise RouterError(400, "request body must be a JSON object")
+    check_depth(body)
     return body
 
 
-def check_schema(endpoint: Endpoint, body: dict[str, Any]) -> None:
-    """400 naming the invalid fields (locations only, never their values)."""
+def check_depth(body: Any, limit: int = MAX_DEPTH) -> None:
+    """400 when containers nest deeper than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    raise RouterError(400, f"JSON nested deeper than {limit} levels")
+                stack.append((child, depth + 1))
+
+
+def check_schema(endpoint: Endpoint, body: dict[str, Any]) -> _Request:
+    """The validated request; 400 naming the invalid fields (never their values)."""
     model = ChatRequest if endpoint == "chat/completions" else CompletionRequest
     try:
-        model.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as exc:
         where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
         raise RouterError(400, "invalid request: " + ", ".join(where[:5]),
                           param=where[0] if where else None) from exc
 
 
-def _part_url(part: dict[str, Any], kind: str) -> str:
-    value = part.get(kind)
-    url = value.get("url") if isinstance(value, dict) else value
-    if not isinstance(url, str):
-        raise RouterError(400, f"{kind} part needs a url string", param=kind)
-    return url
-
-
 def _sha(url: str) -> str:
     return "sha256:" + hashlib.sha256(url.encode()).hexdigest()
 
 
-async def _check_parts(body: dict[str, Any], max_images: int, allowed_hosts: list[str]) -> None:
-    """Check every content part's type and media URL, and count the images."""
-    images = 0
+def _parts(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for message in body["messages"]:
         content = message.get("content")
-        for part in content if isinstance(content, list) else ():
-            kind = part.get("type")
-            if kind in TEXT_PARTS or kind in DATA_PARTS:
-                continue
-            if kind not in URL_PARTS:
-                raise RouterError(400, "unsupported content part type", param="type")
-            await check_media_url(_part_url(part, kind), allowed_hosts)
-            if URL_PARTS[kind] == "image":
-                images += 1
-                if images > max_images:
-                    raise RouterError(400, f"more than {max_images} images", param=kind)
+        yield from content if isinstance(content, list) else ()
+
+
+async def _check_parts(body: dict[str, Any], max_images: int, allowed_hosts: list[str]) -> None:
+    """Check every URL of every content part (as vLLM reads parts) and count the images."""
+    images = 0
+    for raw in _parts(body):
+        part = classify(raw)
+        for _key, url in part.urls:
+            await check_media_url(url, allowed_hosts)
+        if part.modality == "image":
+            images += 1
+            if images > max_images:
+                raise RouterError(400, f"more than {max_images} images", param="messages")
 
 
 async def check_request(endpoint: Endpoint, raw: bytes, *, max_images: int,
                         allowed_hosts: list[str]) -> CheckedRequest:
     """Parse and check one request body (see the module docstring for the order)."""
     body = parse_json(raw)
-    check_schema(endpoint, body)
+    request = check_schema(endpoint, body)
     if endpoint == "chat/completions":
         await _check_parts(body, max_images, allowed_hosts)
-    return CheckedRequest(endpoint=endpoint, body=body, stream=bool(body.get("stream")))
+    temperature = request.temperature
+    return CheckedRequest(endpoint=endpoint, body=body, stream=bool(request.stream),
+                          sampled=temperature is None or temperature >= SAMPLING_EPS)
+
+
+def _hashed(part: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The part with every URL replaced by its hash, and the image's hash if it is one
+    (of its URL, else of its uuid: an image vLLM takes from its cache)."""
+    read = classify(part)
+    if not read.urls:
+        image = read.modality == "image"
+        return part, _sha("uuid:" + str(read.uuid)) if image else None
+    kept = dict(part)
+    for key, url in read.urls:
+        value = kept[key]
+        kept[key] = {**value, "url": _sha(url)} if isinstance(value, dict) else _sha(url)
+    return kept, _sha(read.urls[0][1]) if read.modality == "image" else None
 
 
 def identify(checked: CheckedRequest, keep_text: bool) -> Identity:
@@ -168,14 +209,12 @@ def identify(checked: CheckedRequest, keep_text: bool) -> Identity:
                 continue
             parts = []
             for part in content:
-                kind = part.get("type")
-                if kind in URL_PARTS:
-                    digest = _sha(_part_url(part, kind))
-                    hashes += [digest] if URL_PARTS[kind] == "image" else []
-                    part = {**part, kind: {"url": digest}}
-                elif kind in TEXT_PARTS:
+                kept, digest = _hashed(part)
+                if digest is not None:
+                    hashes.append(digest)
+                elif classify(part).modality == "text":
                     texts.append(str(part.get("text", "")))
-                parts.append(part)
+                parts.append(kept)
             messages.append({**message, "content": parts})
         canonical = {**body, "messages": messages}
     else:
