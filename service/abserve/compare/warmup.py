@@ -5,7 +5,9 @@ caches fill, allocators grow, lazily built kernels compile. A fixed count of war
 may not cover that (measured: one arm's TTFT fell from 5.3 s to 0.9 s over its first image
 requests), and judging the transient fails a build for being cold. ``transient_cut`` runs
 MSER-5 (White 1997; the rule Hoad, Robinson and Davies 2010 recommend for warm-up detection)
-on each compared arm's own latency series per request kind (traffic profile): the cut ``d``
+on each compared arm's own latency series per request kind (traffic profile): time per
+output token, and time to first token per prompt token (so that requests with more images,
+which take longer to prefill, do not look like a transient): the cut ``d``
 that minimises the standard error of the mean of what remains, searched over the first
 ``max_fraction`` of the series. The run is judged from the latest cut of any arm and kind.
 Pure.
@@ -57,12 +59,22 @@ def transient_cut(exchanges: Sequence[Exchange], lat: Latencies, arms: Sequence[
         for arm in arms:
             for metric in METRICS:
                 points = [(i, v) for i in positions
-                          if (rl := lat.get(exchanges[i].request_id, {}).get(arm)) is not None
-                          and (v := rl.get(metric)) is not None]
+                          if (v := _value(exchanges[i], lat, arm, metric)) is not None]
                 d = mser_cut([v for _, v in points], max_fraction)
                 if 0 < d < len(points) and points[d][0] > best.index:
                     best = Cut(points[d][0], arm, kind, metric)
     return best
+
+
+def _value(exchange: Exchange, lat: Latencies, arm: str, metric: str) -> float | None:
+    """The arm's ``metric`` for this exchange; TTFT per prompt token when the usage says."""
+    rl = lat.get(exchange.request_id, {}).get(arm)
+    value = None if rl is None else rl.get(metric)
+    if value is None or metric != "ttft":
+        return value
+    outcome = exchange.arms.get(arm)
+    prompt = (outcome.usage or {}).get("prompt_tokens") if outcome is not None else None
+    return value / prompt if prompt else value
 
 
 def describe(cut: Cut, fixed: int) -> str:
