@@ -13,7 +13,8 @@ Knobs (a mutable dataclass; set ``upstream.knobs`` between requests):
 ``first_token_delay_s``, ``token_delay_s``, ``n_tokens``, ``die_after_chunks`` (drop the
 connection mid-stream, no terminator), ``status`` (answer with this HTTP status),
 ``garbage`` (answer 200 with bytes that are not SSE/JSON), ``token_offset`` (shift token
-ids to make this upstream disagree).
+ids to make this upstream disagree), ``raw`` (answer 200 with exactly these bytes, of type
+``raw_type``: an error event mid-stream, JSON of the wrong shape...).
 
 Observations: ``requests`` (count), ``bodies`` (parsed JSON of each request),
 ``active`` (streams in progress), ``cancelled_at`` (monotonic times at which a client
@@ -65,6 +66,8 @@ class Knobs:
     status: int = 200
     garbage: bool = False
     token_offset: int = 0
+    raw: bytes | None = None
+    raw_type: str = "text/event-stream"
 
 
 @dataclass
@@ -237,6 +240,8 @@ class FakeUpstream:
             return JSONResponse(err, status_code=knobs.status)
         if knobs.garbage:
             return Response(b"<html>not json</html>\n", media_type="text/event-stream")
+        if knobs.raw is not None:
+            return Response(knobs.raw, media_type=knobs.raw_type)
         answer = _Answer(body, request.url.path.endswith("chat/completions"), knobs)
         if not body.get("stream"):
             await asyncio.sleep(knobs.first_token_delay_s + knobs.token_delay_s * len(answer.ids))

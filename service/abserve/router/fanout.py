@@ -7,6 +7,14 @@ and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Re
 (its response head, then chunks into an unbounded queue), so no arm ever waits on the
 client, and nothing a non-primary arm does reaches the client.
 
+An arm's answer counts as a success only when it is what vLLM sends for one: a 2xx JSON
+object (or SSE stream of them, ended by ``[DONE]``) with well-formed choices. vLLM reports an
+engine failure inside a stream as an error event (``data: {"error": {...}}``) followed by
+``[DONE]``: that arm is recorded as failed (``http_status``, the event's code in the
+detail), and the primary's client receives the event as vLLM sent it. Anything else an arm
+may answer (``[1]``, ``{"choices": ["x"]}``...) is a ``bad_response``, and the client of a
+primary that answers so gets a 502, never a hang.
+
 Deadlines are per arm and independent: connect (the arm's client, ``upstream``), first
 token (send → first token), stream idle (between reads after the first token) and total. A failure is
 classified into ``records.ErrorClass``; error details are exception class names and
@@ -89,6 +97,7 @@ class ArmCall:
         self.outcome = ArmOutcome(arm=name)
         self.transcript = Transcript()
         self._phase: ErrorClass = "timeout_first_token"
+        self._error_event: str | None = None  # set when the stream carried an error event
         self._deadline: asyncio.Timeout | None = None
 
     def _now(self) -> float:
@@ -116,11 +125,22 @@ class ArmCall:
         except asyncio.CancelledError:
             self._failed("cancelled", "client went away")
             raise
+        except Exception as exc:  # an answer of a shape no arm should send
+            self._failed("bad_response", type(exc).__name__)
         finally:
             out.t_end = self._now()
-            self.transcript.fill(out)
+            self._fill()
+
+    def _fill(self) -> None:
+        try:
+            self.transcript.fill(self.outcome)
+        except Exception as exc:  # values no vLLM sends (logprob strings...): keep none
+            Transcript().fill(self.outcome)
+            self._failed("bad_response", type(exc).__name__)
 
     def _failed(self, error_class: ErrorClass, detail: str) -> None:
+        if self.outcome.error_class is not None and error_class == "bad_response":
+            return  # the first failure is the cause
         self.outcome.error_class = error_class
         self.outcome.error_detail = detail
         if error_class == "truncated":
@@ -160,6 +180,7 @@ class ArmCall:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise UpstreamFailure("bad_response", "body is not JSON") from exc
+        self._check_chunk(body)
         self.transcript.add(body, self._now(), streamed=False)
         if self.relay is not None:
             additions = self.relay.additions
@@ -167,6 +188,7 @@ class ArmCall:
                 raw = orjson.dumps(strip(body, additions))
             self.relay.open(Head(response.status, ctype, raw))
             self.relay.queue.put_nowait(None)
+        self._check_error(body)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, head: Head) -> None:
         """Read SSE at full speed; the client's head goes out with the first data, so a
@@ -188,6 +210,8 @@ class ArmCall:
                     chunk = orjson.loads(payload)
                 except orjson.JSONDecodeError as exc:
                     raise UpstreamFailure("bad_response", "event is not JSON") from exc
+                self._check_chunk(chunk)
+                self._error_event = self._error_event or _error_code(chunk)
                 self.transcript.add(chunk, t)
                 if self.relay is not None and self.relay.additions.any:
                     stripped = strip(chunk, self.relay.additions)
@@ -205,12 +229,41 @@ class ArmCall:
             if not yielded:  # let the client's head and first data go out before reading on
                 yielded = True  # through a burst (every arm alike)
                 await asyncio.sleep(0)
-        if not done:
+        if self._error_event is not None:  # relayed as vLLM sent it; recorded as a failure
+            self.outcome.error_class = "http_status"
+            self.outcome.error_detail = f"error event in stream ({self._error_event})"
+        elif not done:
             if seen == 0 and parser.pending:
                 raise UpstreamFailure("bad_response", "stream is not SSE")
             raise UpstreamFailure("truncated", "stream ended without [DONE]")
         if self.relay is not None:
             self.relay.queue.put_nowait(None)
+
+    @staticmethod
+    def _check_chunk(chunk: object) -> None:
+        """A chunk or body must be an object whose choices (if any) are objects."""
+        if not isinstance(chunk, dict):
+            raise UpstreamFailure("bad_response", "answer is not a JSON object")
+        choices = chunk.get("choices")
+        if choices is not None and not (isinstance(choices, list)
+                                        and all(isinstance(c, dict) for c in choices)):
+            raise UpstreamFailure("bad_response", "choices are not a list of objects")
+
+    def _check_error(self, body: dict[str, object]) -> None:
+        """A whole 2xx answer that is vLLM's error object is a failure (relayed as is)."""
+        code = _error_code(body)
+        if code is not None:
+            self.outcome.error_class = "http_status"
+            self.outcome.error_detail = f"error object in a 2xx answer ({code})"
+
+
+def _error_code(chunk: dict[str, object]) -> str | None:
+    """``code N`` when ``chunk`` is vLLM's error object ``{"error": {...}}``, else None."""
+    error = chunk.get("error")
+    if error is None:
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    return f"code {code}" if isinstance(code, int) else "no code"
 
 
 async def _read_capped(response: aiohttp.ClientResponse, limit: int = MAX_ERROR_BODY) -> bytes:

@@ -5,7 +5,9 @@ events split across network reads). ``Transcript`` accumulates one arm's output 
 parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
 top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request
 id, plus the arrival time of every token. It keeps raw dicts while the stream runs and
-builds the record models once, at the end (``fill``), to keep the hot path short.
+builds the record models once, at the end (``fill``), to keep the hot path short. A chunk
+whose fields have types vLLM never sends (text that is not a string, token ids that are not
+integers, logprobs of another layout) raises ``BadChunk`` before anything of it is kept.
 """
 
 from __future__ import annotations
@@ -19,6 +21,31 @@ from abserve.records import ArmOutcome, PositionLogprobs
 
 DONE = b"[DONE]"
 _POSITIONS = TypeAdapter(list[PositionLogprobs])
+
+
+class BadChunk(ValueError):
+    """A chunk or body whose fields are not of the types vLLM sends."""
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list) or not all(type(v) is int for v in value):
+        raise BadChunk("token_ids")
+    return value
+
+
+def _number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _top(entries: Any) -> list[tuple[str, Any]]:
+    """Chat layout top-k: a list of ``{"token": str, "logprob": number}``."""
+    top = []
+    for c in entries or ():
+        if not isinstance(c, dict) or not isinstance(c.get("token"), str) or not _number(
+                c.get("logprob")):
+            raise BadChunk("top_logprobs")
+        top.append((c["token"], c["logprob"]))
+    return top
 
 
 class SSEParser:
@@ -74,31 +101,47 @@ class Transcript:
         piece = delta.get("content") if isinstance(delta, dict) else None
         if piece is None:
             piece = choice.get("text")
+        finish = choice.get("finish_reason")
+        if not isinstance(piece, str | None) or not isinstance(finish, str | None):
+            raise BadChunk("content")
+        ids = _ints(choice.get("token_ids") or [])
+        positions = self._logprobs(choice.get("logprobs"))
         if piece:
             self.text.append(piece)
-        ids = choice.get("token_ids") or []
         self.token_ids.extend(ids)
-        self._add_logprobs(choice.get("logprobs"))
+        self.logprobs.extend(positions)
         count = len(ids) or (1 if piece else 0)
         if count and streamed:
             if self.t_first_token is None:
                 self.t_first_token = t
             self.token_times.extend([t] * count)
-        if choice.get("finish_reason") is not None:
-            self.finish_reason = choice["finish_reason"]
+        if finish is not None:
+            self.finish_reason = finish
 
-    def _add_logprobs(self, lp: Any) -> None:
+    @staticmethod
+    def _logprobs(lp: Any) -> list[tuple[str, Any, Any]]:
+        """The positions of a choice's logprobs (chat or completions layout)."""
         if not isinstance(lp, dict):
-            return
+            return []
+        out: list[tuple[str, Any, Any]] = []
         if isinstance(lp.get("content"), list):  # chat layout
             for pos in lp["content"]:
-                top = [(c["token"], c["logprob"]) for c in pos.get("top_logprobs") or ()]
-                self.logprobs.append((pos["token"], pos["logprob"], top))
+                if not isinstance(pos, dict) or not isinstance(pos.get("token"), str) or not (
+                        _number(pos.get("logprob"))):
+                    raise BadChunk("logprobs")
+                out.append((pos["token"], pos["logprob"], _top(pos.get("top_logprobs"))))
         elif isinstance(lp.get("tokens"), list):  # completions layout
             tops = lp.get("top_logprobs") or [None] * len(lp["tokens"])
             for tok, val, top in zip(lp["tokens"], lp.get("token_logprobs") or (), tops,
                                      strict=False):
-                self.logprobs.append((tok, val, list((top or {}).items())))
+                if not isinstance(tok, str) or not _number(val) or not isinstance(
+                        top, dict | None):
+                    raise BadChunk("logprobs")
+                top = list((top or {}).items())
+                if not all(isinstance(k, str) and _number(v) for k, v in top):
+                    raise BadChunk("logprobs")
+                out.append((tok, val, top))
+        return out
 
     def fill(self, outcome: ArmOutcome) -> None:
         """Write the transcript into ``outcome`` (building the record models once)."""
