@@ -204,7 +204,7 @@ def test_sigterm_mid_stream_drains_streams_and_flushes_records(ups, tmp_path) ->
     port = free_port()
     config = {"arms": {"a": {"url": a.url}, "b": {"url": b.url, "role": "candidate"}},
               "primary": "a", "dev_mode": True, "run_dir": str(tmp_path), "run_id": "sigterm",
-              "port": port, "drain_timeout_s": 10}
+              "port": port, "drain_timeout_s": 10, "seeded_sampling": "allow"}
     path = tmp_path / "router.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = subprocess.Popen([sys.executable, "-m", "abserve", "router", "--config", str(path)],

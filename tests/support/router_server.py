@@ -4,7 +4,8 @@
 free 127.0.0.1 port; ``ListSink`` collects records in memory (a test of the router alone);
 pass ``sink=None`` to use the real store at ``settings.database_url``.
 ``dev_settings(urls, tmp_path, **overrides)`` builds settings for arms given as
-``{"a": url, "b": url}`` (first one primary, dev mode, store under ``tmp_path``).
+``{"a": url, "b": url}`` (first one primary, dev mode, store under ``tmp_path``, sampled
+requests allowed: the fake upstreams seed sampling safely, unlike vLLM on CPU).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def dev_settings(urls: dict[str, str], tmp_path: Path, **overrides: Any) -> Rout
         "dev_mode": True,
         "run_dir": str(tmp_path),
         "run_id": "test-run",
+        "seeded_sampling": "allow",
     }
     config.update(overrides)
     return RouterSettings(**config)

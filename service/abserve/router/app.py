@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX, RunInfo
-from abserve.router.augment import augment
+from abserve.router.augment import augment, check_sampling
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
 from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
@@ -196,6 +196,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
                                 s.max_body_bytes)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
                                       allowed_hosts=s.allowed_media_hosts)
+        check_sampling(checked, s)
     except RouterError as exc:
         state.metrics.rejected.labels(reason=str(exc.status)).inc()
         raise

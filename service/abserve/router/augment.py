@@ -10,6 +10,18 @@ put back to what vLLM sends when they are not requested (``null``), and the usag
 final chunk dropped when the client did not ask for it. A client that asked for
 everything gets the primary's bytes untouched (``Additions.any`` is False).
 
+Sampled requests (``seeded_sampling``). Arms are compared token by token, so a sampled
+request must reach every arm with the same seed; but a seed makes vLLM give the request its
+own generator, and vLLM on CPU then kills the engine ("CPU Generator does not use offset")
+as soon as such a request's prompt is prefilled in more than one chunk. The router cannot
+tell a CPU arm from a GPU arm, so the choice is a setting, and the default is the safe one:
+``seeded_sampling: refuse`` answers every request that vLLM would sample (``temperature``
+unset, since the OpenAI default samples, or at least vLLM's greedy threshold 1e-5) with a
+400 that says to send ``temperature: 0``; no arm is called. ``seeded_sampling: allow``
+(arms whose vLLM seeds sampling safely, e.g. GPU hosts) forwards them with the same seed to
+every arm (the client's, else ``default_seed`` under ``seed_policy: fixed``). Greedy
+requests are always forwarded; their seed is harmless (vLLM creates no generator).
+
 Known difference: a vLLM started with a ``system_fingerprint`` stamps it on the last
 content chunk only when no usage chunk follows; with added usage it rides on the
 dropped usage chunk instead.
@@ -20,8 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from abserve.router.errors import RouterError
 from abserve.router.settings import RouterSettings
-from abserve.router.validation import Endpoint
+from abserve.router.validation import CheckedRequest, Endpoint
+
+SAMPLING_REFUSED = (
+    "sampled requests are refused by this router (seeded_sampling: refuse): its arms may "
+    "not survive a seeded sampled request (vLLM on CPU), and unseeded samples cannot be "
+    "compared between arms. Send temperature 0 (an unset temperature samples).")
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,12 @@ class Additions:
     @property
     def any(self) -> bool:
         return self.logprobs or self.token_ids or self.usage
+
+
+def check_sampling(checked: CheckedRequest, settings: RouterSettings) -> None:
+    """400 for a request vLLM would sample, unless the arms allow seeded sampling."""
+    if checked.sampled and settings.seeded_sampling == "refuse":
+        raise RouterError(400, SAMPLING_REFUSED, param="temperature")
 
 
 def augment(body: dict[str, Any], endpoint: Endpoint, settings: RouterSettings) -> Additions:

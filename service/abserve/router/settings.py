@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 ArmRole = Literal["baseline", "candidate", "noise_floor"]
 SeedPolicy = Literal["fixed", "none"]
+SeededSampling = Literal["allow", "refuse"]
 
 
 class Deadlines(BaseModel):
@@ -86,6 +87,9 @@ class RouterSettings(BaseSettings):
     top_logprobs: int = Field(default=5, ge=0, le=20)  # k asked of arms if the client asks none
     seed_policy: SeedPolicy = "fixed"  # "fixed": same seed to every arm when the client gave none
     default_seed: int = 0
+    # "refuse": 400 for requests vLLM would sample (a seeded sample kills vLLM on CPU);
+    # "allow": forward them with the same seed to every arm (see router/augment.py).
+    seeded_sampling: SeededSampling = "refuse"
     request_usage: bool = True  # ask arms for the usage chunk; hidden unless the client asked
     store_prompt_text: bool = False
     # Prompt-logprob probe (router/prompt_sample.py): this fraction of exchanges, chosen by
