@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ArmRole = Literal["baseline", "candidate", "noise_floor"]
@@ -120,7 +120,7 @@ class RouterSettings(BaseSettings):
         if not self.arms:
             raise ValueError("at least one arm is required")
         if self.primary not in self.arms:
-            raise ValueError(f"primary arm {self.primary!r} is not among arms {sorted(self.arms)}")
+            raise ValueError(f"primary arm is not among arms {sorted(self.arms)}")
         if self.api_key is None and not self.dev_mode:
             raise ValueError("api_key is required (or set dev_mode: true explicitly)")
         if self.api_key is not None and len(self.api_key.get_secret_value()) < 16:
@@ -141,10 +141,37 @@ class RouterSettings(BaseSettings):
         return data
 
 
+class SettingsError(ValueError):
+    """Settings refused; the message names fields and problems, never a value."""
+
+
+def describe(exc: ValidationError) -> str:
+    """A ``ValidationError`` as ``field: problem`` lines without the values it was given
+    (pydantic's own text quotes them: a key, or a database URL with its password)."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(p) for p in error["loc"]) or "settings"
+        lines.append(f"{where}: {error['msg']}")
+    return "; ".join(lines)
+
+
 def load_settings(path: Path | str, **overrides: Any) -> RouterSettings:
-    """Read settings from a YAML file; environment variables and ``overrides`` win."""
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    """Read settings from a YAML file; environment variables and ``overrides`` win.
+    Raises ``SettingsError`` (a ``ValueError``) whose message holds no setting's value."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.MarkedYAMLError as exc:  # its text quotes the offending line
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SettingsError(f"{path}: not valid YAML{where}") from None
+    except yaml.YAMLError:
+        raise SettingsError(f"{path}: not valid YAML") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
+        raise SettingsError(f"{path}: expected a mapping at the top level")
     router_section = raw.get("router", raw)
-    return RouterSettings(**{**router_section, **overrides})
+    if not isinstance(router_section, dict):
+        raise SettingsError(f"{path}: expected a mapping under 'router'")
+    try:
+        return RouterSettings(**{**router_section, **overrides})
+    except ValidationError as exc:
+        raise SettingsError(describe(exc)) from None
