@@ -21,6 +21,7 @@ import httpx
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import CorpusEntry, build_corpus, parse_tags, read_jsonl
 from abserve.traffic.profiles import load_profile, parse_overrides
+from abserve.traffic.sender import auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.timing import TimingRecord, TimingWriter
 
@@ -202,9 +203,10 @@ def build_state(options: RunOptions) -> RunState:
 
 
 def discover_model(host: str) -> str:
-    """The first model the server lists at ``/v1/models``."""
+    """The first model the server lists at ``/v1/models`` (asked with the load's API key:
+    a router with a key refuses the lookup without it)."""
     try:
-        resp = httpx.get(host.rstrip("/") + "/v1/models", timeout=30.0)
+        resp = httpx.get(host.rstrip("/") + "/v1/models", headers=auth_headers(), timeout=30.0)
         resp.raise_for_status()
         return str(resp.json()["data"][0]["id"])
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
