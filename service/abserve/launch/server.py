@@ -40,6 +40,12 @@ OFFLINE_ENV = {
 }
 
 
+# vLLM fetches http(s) media from ANY host unless ``--allowed-media-domains`` names some (an
+# empty list allows all), so a server that may fetch none is given one reserved name that
+# can never resolve (RFC 6761 ``.invalid``). ``data:`` URLs are unaffected.
+NO_MEDIA_DOMAIN = "media.invalid"
+
+
 class ServerSpec(BaseModel):
     """How every arm's server is started; only the lookup mode differs between arms."""
 
@@ -54,6 +60,8 @@ class ServerSpec(BaseModel):
     prefix_caching: bool = False
     mm_processor_cache_gb: float = 0.0
     seed: int = 0
+    # http(s) hosts the server may fetch media from; empty: none (``NO_MEDIA_DOMAIN``)
+    allowed_media_domains: list[str] = Field(default_factory=list)
     lookup_scope: str = "runner"
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -82,6 +90,8 @@ class ServerSpec(BaseModel):
             str(self.mm_processor_cache_gb),
             "--seed",
             str(self.seed),
+            "--allowed-media-domains",
+            *(self.allowed_media_domains or [NO_MEDIA_DOMAIN]),
         ]
         if self.kv_cache_memory_bytes:
             args += ["--kv-cache-memory-bytes", str(self.kv_cache_memory_bytes)]
