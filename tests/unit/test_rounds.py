@@ -24,8 +24,8 @@ from abserve.launch.rounds import (
     judging_roles,
     parse_budget,
     preflight,
-    round_requests,
     rotations,
+    round_requests,
     should_stop,
 )
 
@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 def config(tmp: Path | None = None, policy_text: str | None = None, **extra: Any) -> ExperimentConfig:
     raw: dict[str, Any] = {
         "name": "t",
-        "arms": {"a": {"lookup": "linear", "role": "baseline"}, "b": {"lookup": "bisect", "role": "candidate"}},
+        "arms": {"a": {"lookup": "linear", "role": "baseline"},
+                 "b": {"lookup": "bisect", "role": "candidate"}},
         "load": {"profiles": [{"profile": "many-items", "requests": 16, "set": {"images.count": [8, 32]}},
                               {"profile": "multi-image-long-context", "requests": 8}]},
         "blocks": {"count": 8, "cpu_sets": [[0], [1]], "warmup_requests": 4},
@@ -76,7 +77,7 @@ def test_budget_below_one_round_is_refused_before_anything_starts() -> None:
 
 
 def test_preflight_refuses_an_unknown_policy_key_and_an_empty_improvement_stratum(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="max_eror_rate|extra"):
+    with pytest.raises(ValueError, match=r"max_eror_rate|extra"):
         preflight(config(tmp_path, "max_eror_rate: 0.1\n"), None)
     empty = "sequential: {enabled: true}\nimprovements: [{metric: tpot, min_items: 128}]\n"
     with pytest.raises(ValueError, match="no request of this load carries 128"):
@@ -95,7 +96,7 @@ def test_judging_roles_follow_the_config_when_the_policy_names_other_arms() -> N
 
 
 def _judgment(*outcomes: tuple[str, bool, str]) -> Judgment:
-    eq_name, eq_critical, eq_outcome = outcomes[0]
+    _, eq_critical, eq_outcome = outcomes[0]
     eq = EqualityVerdict(floor_measured=False, threshold=0.0, critical=eq_critical, outcome=eq_outcome,  # type: ignore[arg-type]
                          reason="")
     lines = [MetricLine(name=n, metric="tpot", statistic="mean", direction="increase", critical=c, n=50,
@@ -107,7 +108,8 @@ def _judgment(*outcomes: tuple[str, bool, str]) -> Judgment:
 def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> None:
     now = time.monotonic()
     log = RoundLog(budget=BudgetConfig(seconds=600, min_rounds=2), rounds=1, requests=20)
-    passed = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"), ("itl.hl", False, "inconclusive"))
+    passed = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"),
+                       ("itl.hl", False, "inconclusive"))
     assert not should_stop(log, passed, now, 10.0, 10)  # decided, but only one round
     log.rounds = 2
     assert should_stop(log, passed, now, 10.0, 10) and log.decided
@@ -121,7 +123,8 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
     assert should_stop(out_of_time, open_gates, now - 95, 10.0, 10) and not out_of_time.decided
     assert "undecided: tpot.hl" in out_of_time.stop_reason
     out_of_requests = RoundLog(budget=BudgetConfig(requests=100), rounds=3, requests=95)
-    assert should_stop(out_of_requests, open_gates, now, 1.0, 10) and "request budget" in out_of_requests.stop_reason
+    assert should_stop(out_of_requests, open_gates, now, 1.0, 10)
+    assert "request budget" in out_of_requests.stop_reason
     assert len(out_of_requests.looks) == 1 and out_of_requests.looks[0]["gates"] == {
         "equality": "pass", "tpot.hl": "inconclusive"}
 

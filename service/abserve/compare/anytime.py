@@ -74,7 +74,8 @@ def mixture_radius(se: float, z2: float, nu: int, alpha: float, phi: float) -> f
     return se * math.sqrt(nu * (1.0 - root) / denominator)
 
 
-def anytime_ols(y: Sequence[float] | np.ndarray, x: np.ndarray, alpha: float, phi: float = 1.0) -> OlsFit | None:
+def anytime_ols(y: Sequence[float] | np.ndarray, x: np.ndarray, alpha: float,
+                phi: float = 1.0) -> OlsFit | None:
     """Fit ``y ~ x`` (``x``: n rows, one column per coefficient, intercept included).
 
     None when the design is singular or has no residual degrees of freedom.
