@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abserve.deploy.compose_env import ArgValue, LoadItem, render_args
 from abserve.launch.blocks import Order, is_balanced, plan_blocks
 from abserve.launch.server import ServerSpec
+from abserve.yamlfile import read_mapping
 
 Lookup = Literal["linear", "bisect"]
 Role = Literal["baseline", "candidate", "noise_floor"]
@@ -197,8 +197,5 @@ class ExperimentConfig(BaseModel):
 
 
 def load_experiment(path: Path | str) -> ExperimentConfig:
-    """Read and validate an experiment YAML file."""
-    raw = yaml.safe_load(Path(path).read_text())
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    return ExperimentConfig.model_validate(raw)
+    """Read and validate an experiment YAML file (``extends: OTHER.yaml`` allowed)."""
+    return ExperimentConfig.model_validate(read_mapping(Path(path)))

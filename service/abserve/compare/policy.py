@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from abserve.yamlfile import YamlFileError, read_mapping
 
 Direction = Literal["increase", "decrease", "either"]
 Statistic = Literal["hl", "p50", "p95", "p99"]
@@ -179,11 +180,9 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy YAML file; raises ``PolicyError`` with the reason."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise PolicyError(f"cannot read policy {p}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PolicyError(f"policy {p} must be a YAML mapping")
+        data = read_mapping(p)
+    except YamlFileError as exc:
+        raise PolicyError(f"policy {exc}") from exc
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:

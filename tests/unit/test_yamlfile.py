@@ -1,0 +1,45 @@
+"""``extends`` in experiment and policy YAML: merge-patch semantics, cycles refused, and the
+shipped A/A' twins differ from the CPU default only where they say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from abserve.compare import PolicyError, load_policy
+from abserve.config import load_experiment
+from abserve.yamlfile import YamlFileError, merge, read_mapping
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_merge_patches_mappings_removes_nulls_and_replaces_lists() -> None:
+    base = {"a": {"x": 1, "y": 2}, "b": [1, 2], "c": 3}
+    assert merge(base, {"a": {"y": None, "z": 4}, "b": [9], "c": None}) == {"a": {"x": 1, "z": 4}, "b": [9]}
+
+
+def test_extends_chain_and_cycles(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("name: base\nnested: {k: 1, j: 2}\n")
+    (tmp_path / "mid.yaml").write_text("extends: base.yaml\nnested: {j: 3}\n")
+    (tmp_path / "top.yaml").write_text("extends: mid.yaml\nname: top\n")
+    assert read_mapping(tmp_path / "top.yaml") == {"name": "top", "nested": {"k": 1, "j": 3}}
+    (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
+    with pytest.raises(YamlFileError, match="extends itself"):
+        read_mapping(tmp_path / "loop.yaml")
+
+
+def test_an_extending_policy_still_refuses_unknown_keys(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(f"extends: {REPO / 'configs/policy/cpu-default.yaml'}\nmin_sample: 3\n")
+    with pytest.raises(PolicyError, match="min_sample"):
+        load_policy(tmp_path / "p.yaml")
+
+
+def test_shipped_aa_twin_differs_from_the_cpu_default_only_in_its_arms() -> None:
+    default = load_experiment(REPO / "configs/cpu-default.yaml")
+    twin = load_experiment(REPO / "configs/aa-default.yaml")
+    assert list(twin.arms) == ["a", "a2"] and twin.arms["a2"].lookup == "linear"
+    assert twin.load == default.load and twin.budget == default.budget and twin.server == default.server
+    policy, aa = load_policy(default.policy), load_policy(twin.policy)
+    assert aa.metrics == policy.metrics and aa.sequential == policy.sequential
+    assert aa.arms.candidate == "a2" and not aa.improvements and policy.improvements
