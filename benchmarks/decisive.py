@@ -14,10 +14,12 @@ would. Counted per replay and critical latency gate: whether the anytime-valid i
 (a false fail), and, beside it, whether a fixed-sample interval (Hodges-Lehmann / Wilcoxon,
 the judgment's fixed design) re-checked at every look ever did (the peeking inflation), and
 whether it did at the last look only (one fixed-size look). Also: how many replays decided
-``pass`` and at how many pairs.
+``pass`` and at how many pairs, and at how many pairs a fail was first proven (for a mutant's
+records, e.g. the slow one, that is the time to detection; "false fail" is then the power).
 
     .venv/bin/python benchmarks/decisive.py runs runs/dec-*/
-    .venv/bin/python benchmarks/decisive.py replay runs/aa-*/abserve.db --policy configs/policy/aa-default.yaml
+    .venv/bin/python benchmarks/decisive.py replay runs/aa-*/abserve.db \
+        --policy configs/policy/aa-default.yaml [--arms a:a2]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 from abserve.compare import Policy, load_policy
 from abserve.compare.judge import select_judged
 from abserve.compare.latency import paired_sample, request_latency
-from abserve.compare.policy import MetricRule
+from abserve.compare.policy import ArmRoles
 from abserve.compare.sequential import Design, coefficient_path
 from abserve.compare.stats import hodges_lehmann
 from abserve.compare.verdict import threshold_for
@@ -51,7 +53,6 @@ def run_rows(dirs: Sequence[Path]) -> list[dict[str, object]]:
         rows.append({"run": d.name, "verdict": report["verdict"], "decided": seq.get("decided"),
                      "rounds": seq.get("rounds"), "requests": seq.get("requests"),
                      "seconds": round(float(looks[-1].get("seconds", 0.0))),
-                     "wall": round(report["ended_at"] - report["started_at"]) if report.get("ended_at") else None,
                      "stop": seq.get("stop_reason", "")})
     return rows
 
@@ -85,7 +86,7 @@ def aa_pairs(db: str, policy: Policy, metric: str) -> tuple[list[float], float]:
     return sample.diffs, float(np.median(sample.baseline))
 
 
-def replay(diffs: np.ndarray, rule: MetricRule, threshold: float, policy: Policy, pairs: int, every: int,
+def replay(diffs: np.ndarray, threshold: float, policy: Policy, pairs: int, every: int,
            rng: np.random.Generator) -> dict[str, object]:
     """One monitored replay: did the anytime / peeking / single-look interval fail; when it passed."""
     draw = rng.choice(diffs, size=pairs, replace=True)
@@ -93,32 +94,38 @@ def replay(diffs: np.ndarray, rule: MetricRule, threshold: float, policy: Policy
     design = Design(list(draw), [None] * pairs, [None] * pairs, [float(i) for i in range(pairs)], looks)
     path = coefficient_path(design, "shift", 1 - policy.confidence, policy.sequential.phi)
     anytime_fail = any(lk.low is not None and lk.low > threshold for lk in path)
+    failed_at = next((lk.n for lk in path if lk.low is not None and lk.low > threshold), None)
     passed_at = next((lk.n for lk in path if lk.high is not None and lk.high <= threshold), None)
     fixed = [hodges_lehmann(list(draw[:n]), policy.confidence) for n in looks]
     return {"anytime_fail": anytime_fail, "peeking_fail": any(iv.low > threshold for iv in fixed),
-            "single_fail": fixed[-1].low > threshold, "passed_at": passed_at}
+            "single_fail": fixed[-1].low > threshold, "passed_at": passed_at, "failed_at": failed_at}
 
 
-def print_replays(dbs: Sequence[str], policy: Policy, replays: int, pairs: int, every: int, seed: int) -> None:
+def print_replays(dbs: Sequence[str], policy: Policy, replays: int, pairs: int, every: int,
+                  seed: int) -> None:
     rng = np.random.default_rng(seed)
     print(f"| gate | A/A' pairs pooled | replays | anytime: false fail | fixed re-checked every {every}: "
-          f"false fail | fixed, one look at {pairs}: false fail | anytime: passed | pairs to pass (median) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          f"false fail | fixed, one look at {pairs}: false fail | anytime: passed | pairs to pass (median) | "
+          f"pairs to fail (median) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for rule in (r for r in policy.metrics if r.critical and r.statistic == "hl"):
         parts = [aa_pairs(db, policy, rule.metric) for db in dbs]
         diffs = np.array([d for p, _ in parts for d in p])
         threshold = threshold_for(rule, float(np.median([m for _, m in parts])))
-        results = [replay(diffs, rule, threshold, policy, pairs, every, rng) for _ in range(replays)]
+        results = [replay(diffs, threshold, policy, pairs, every, rng) for _ in range(replays)]
         passed = [int(str(r["passed_at"])) for r in results if r["passed_at"] is not None]
+        failed = [int(str(r["failed_at"])) for r in results if r["failed_at"] is not None]
         rate = {k: sum(bool(r[k]) for r in results) / replays for k in ("anytime_fail", "peeking_fail",
                                                                          "single_fail")}
         print(f"| {rule.name} (allowed {threshold * 1000:.3f} ms) | {len(diffs)} | {replays} | "
               f"{rate['anytime_fail']:.1%} | {rate['peeking_fail']:.1%} | {rate['single_fail']:.1%} | "
-              f"{len(passed) / replays:.1%} | {statistics.median(passed) if passed else '-'} |")
+              f"{len(passed) / replays:.1%} | {statistics.median(passed) if passed else '-'} | "
+              f"{statistics.median(failed) if failed else '-'} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     runs = sub.add_parser("runs")
     runs.add_argument("dirs", nargs="+", type=Path)
@@ -129,11 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--pairs", type=int, default=120)
     rep.add_argument("--every", type=int, default=6)
     rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--arms", default=None, help="BASELINE:CANDIDATE (default: the policy's)")
     args = parser.parse_args(argv)
     if args.command == "runs":
         print_runs(run_rows(args.dirs))
     else:
-        print_replays(args.dbs, load_policy(args.policy), args.replays, args.pairs, args.every, args.seed)
+        policy = load_policy(args.policy)
+        if args.arms:
+            baseline, candidate = args.arms.split(":")
+            roles = ArmRoles(baseline=baseline, candidate=candidate, floor=None)
+            policy = policy.model_copy(update={"arms": roles})
+        print_replays(args.dbs, policy, args.replays, args.pairs, args.every, args.seed)
     return 0
 
 
