@@ -1,9 +1,11 @@
 """Small inline SVG charts for the self-contained HTML report (no scripts, no network).
 
-Three shapes cover every plot the report needs: lines (latency ECDFs per arm), intervals
-(paired differences with their confidence intervals and thresholds) and bars (divergence by
-position or items bucket, lookup telemetry). Every text is XML-escaped; each function returns
-a ``Markup`` string ready to drop into a Jinja2 template.
+Four shapes cover every plot the report needs: lines (latency ECDFs per arm), intervals
+(paired differences with their confidence intervals and thresholds), bars (divergence by
+position or items bucket, lookup telemetry) and trajectories (a sequential gate's estimate
+and anytime-valid band at every look, against pairs seen, with its allowance drawn). Every
+text is XML-escaped; each function returns a ``Markup`` string ready to drop into a Jinja2
+template.
 """
 
 from __future__ import annotations
@@ -62,10 +64,10 @@ def _text(x: float, y: float, s: str, anchor: str = "middle", size: int = 11) ->
     )
 
 
-def _x_axis(lo: float, hi: float, sx: tuple[float, float], y: float, label: str) -> list[str]:
+def _x_axis(lo: float, hi: float, sx: tuple[float, float], y: float, label: str,
+            ticks: Sequence[float] | None = None) -> list[str]:
     out = [f'<line x1="{PAD_L}" y1="{y}" x2="{WIDTH - PAD_R}" y2="{y}" stroke="#555"/>']
-    for i in range(5):
-        v = lo + (hi - lo) * i / 4
+    for v in ticks if ticks is not None else [lo + (hi - lo) * i / 4 for i in range(5)]:
         x = sx[0] * v + sx[1]
         out.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#555"/>')
         out.append(_text(x, y + 16, _fmt(v)))
@@ -104,7 +106,7 @@ def intervals(rows: Sequence[IntervalRow], title: str, x_label: str) -> Markup:
         vals += [-r.threshold] if r.threshold is not None else []
     vals = [v for v in vals if math.isfinite(v)]
     lo, hi = min(vals), max(vals)
-    left = 170
+    left = int(min(300, max(170, 6.5 * max(len(f"{r.label} ({r.outcome})") for r in rows) + 16)))
     height = PAD_T + PAD_B + 26 * len(rows)
     sx = _scale(lo, hi, left, WIDTH - PAD_R)
     body = _x_axis(lo, hi, sx, height - PAD_B, x_label)
@@ -159,3 +161,95 @@ def bars(values: dict[str, float], title: str, y_label: str) -> Markup:
 def empty(title: str) -> Markup:
     """A placeholder chart saying there is nothing to plot."""
     return _svg([_text(WIDTH / 2, HEIGHT / 2, f"{title}: no data")], title)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A horizontal reference line of a trajectory chart (an allowance, a claim, zero)."""
+
+    value: float
+    label: str
+    color: str = "#555"
+    dash: str = "6,3"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One look: pairs seen, the estimate, and its anytime-valid interval (all bounded)."""
+
+    n: float
+    estimate: float
+    low: float
+    high: float
+
+
+def _y_axis(lo: float, hi: float, sy: tuple[float, float], height: int, label: str) -> list[str]:
+    out = [f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{height - PAD_B}" stroke="#555"/>']
+    for i in range(5):
+        v = lo + (hi - lo) * i / 4
+        y = sy[0] * v + sy[1]
+        out.append(f'<line x1="{PAD_L - 4}" y1="{y:.1f}" x2="{PAD_L}" y2="{y:.1f}" stroke="#555"/>')
+        out.append(_text(PAD_L - 6, y + 4, _fmt(v), "end", 10))
+    mid = (PAD_T + height - PAD_B) / 2
+    out.append(
+        f'<text x="12" y="{mid:.1f}" font-size="10" text-anchor="middle" font-family="sans-serif" '
+        f'transform="rotate(-90 12 {mid:.1f})">{escape(label)}</text>'
+    )
+    return out
+
+
+def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y_label: str,
+               x_label: str = "pairs seen (n)", color: str = COLORS[0], height: int = HEIGHT) -> Markup:
+    """An estimate and its band at every look against pairs seen, with reference lines.
+
+    The band is the anytime-valid interval at each look (shaded), the estimate a line with a
+    dot per look; every reference (the allowance, a claim, zero) is a dashed horizontal line
+    labelled at its right end. Needs at least two points (``empty`` otherwise).
+    """
+    pts = [p for p in points if all(math.isfinite(v) for v in (p.n, p.estimate, p.low, p.high))]
+    if len(pts) < 2:
+        return empty(title)
+    ys = [v for p in pts for v in (p.estimate, p.low, p.high)]
+    ys += [r.value for r in refs if math.isfinite(r.value)]
+    y_lo, y_hi = min(ys), max(ys)
+    span = (y_hi - y_lo) or (abs(y_hi) or 1.0)
+    y_lo, y_hi = y_lo - 0.05 * span, y_hi + 0.05 * span
+    x_lo, x_hi = min(p.n for p in pts), max(p.n for p in pts)
+    sx = _scale(x_lo, x_hi, PAD_L + 8, WIDTH - PAD_R - 8)
+    sy = _scale(y_lo, y_hi, height - PAD_B, PAD_T)
+
+    def xy(x: float, y: float) -> str:
+        return f"{sx[0] * x + sx[1]:.1f},{sy[0] * y + sy[1]:.1f}"
+
+    ticks = sorted({round(x_lo + (x_hi - x_lo) * i / 4) for i in range(5)})
+    body = _x_axis(x_lo, x_hi, sx, height - PAD_B, x_label, ticks)
+    body += _y_axis(y_lo, y_hi, sy, height, y_label)
+    band = [xy(p.n, p.high) for p in pts] + [xy(p.n, p.low) for p in reversed(pts)]
+    body.append(f'<polygon class="band" points="{" ".join(band)}" fill="{color}" fill-opacity="0.18" '
+                f'stroke="{color}" stroke-opacity="0.5" stroke-width="1"/>')
+    placed: list[float] = []  # label baselines at the right end; a clash goes to the left end
+    for r in refs:
+        if not math.isfinite(r.value):
+            continue
+        y = sy[0] * r.value + sy[1]
+        body.append(f'<line class="ref" x1="{PAD_L}" y1="{y:.1f}" x2="{WIDTH - PAD_R}" y2="{y:.1f}" '
+                    f'stroke="{r.color}" stroke-width="1.5" stroke-dasharray="{r.dash}"/>')
+        if not r.label:
+            continue
+        if any(abs(y - 4 - other) < 12 for other in placed):
+            body.append(_text(PAD_L + 4, y + 13, r.label, "start", 10))
+        else:
+            placed.append(y - 4)
+            body.append(_text(WIDTH - PAD_R - 2, y - 4, r.label, "end", 10))
+    line = " ".join(xy(p.n, p.estimate) for p in pts)
+    body.append(f'<polyline class="estimate" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
+    for p in pts:
+        cx, cy = xy(p.n, p.estimate).split(",")
+        body.append(
+            f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"><title>n={p.n:.0f}: '
+            f"{escape(_fmt(p.estimate))} [{escape(_fmt(p.low))}, {escape(_fmt(p.high))}]</title></circle>"
+        )
+    body.append(f'<rect x="{PAD_L}" y="{height - 16}" width="10" height="10" fill="{color}" '
+                'fill-opacity="0.3"/>')
+    body.append(_text(PAD_L + 14, height - 7, "anytime-valid band, estimate", "start", 10))
+    return _svg(body, title, height)
