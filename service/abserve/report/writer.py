@@ -1,9 +1,10 @@
 """Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
-``Judgment`` model itself. JUnit: one test case per gate; ``fail`` is a failure, ``invalid`` an
-error, ``marginal`` and ``inconclusive`` are skipped with their reason, so a CI gate reads the
-same outcome as the exit code (0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid).
+``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
+one test case per gate; ``fail`` is a failure, ``invalid`` an error, ``marginal``,
+``inconclusive`` and ``unstable`` are skipped with their reason, so a CI gate reads the same
+outcome as the exit code (0 pass, 1 fail, 2 inconclusive, marginal or unstable, 3 invalid).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
-from abserve.report import svg
+from abserve.report import svg, views
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ def _env() -> Environment:
     env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.2%}"
     env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
+    env.filters["cells"] = views.cells
+    env.filters["drift"] = views.drift_sentence
+    env.filters["first_last"] = views.first_last
     return env
 
 
@@ -59,17 +63,17 @@ def charts(j: Judgment) -> dict[str, Markup]:
             if metric in arm.distributions
         }
         out[f"dist_{metric}"] = svg.lines(series, f"{metric} distribution per arm", f"{metric} (ms)")
-    rows = [
+    rows = [  # per-item costs are in another unit: their own trajectory chart shows them
         svg.IntervalRow(
             m.name,
             m.estimate * 1000,
             None if m.low is None else m.low * 1000,
             None if m.high is None else m.high * 1000,
-            None if m.threshold is None else m.threshold * 1000,
+            None if m.threshold is None or m.kind != "shift" else m.threshold * 1000,
             m.outcome,
         )
         for m in j.metrics
-        if m.estimate is not None
+        if m.estimate is not None and not views.is_per_item(m)
     ]
     out["paired"] = svg.intervals(rows, "paired differences (candidate - baseline)", "ms")
     if j.equality:
@@ -134,7 +138,7 @@ def junit_xml(j: Judgment) -> str:
         elif outcome == "invalid":
             ET.SubElement(case, "error", message=reason, type="invalid").text = reason
             counts["errors"] += 1
-        elif outcome in ("marginal", "inconclusive"):
+        elif outcome in ("marginal", "inconclusive", "unstable"):
             ET.SubElement(case, "skipped", message=f"{outcome}: {reason}")
             counts["skipped"] += 1
         else:
@@ -151,7 +155,14 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
-    context = {"j": judgment, "base": baseline, "charts": charts(judgment)}
+    context = {
+        "j": judgment,
+        "base": baseline,
+        "charts": charts(judgment),
+        "story": views.story(judgment),
+        "seqlog": views.sequential_log(judgment),
+        "gate_views": views.gate_views(judgment),
+    }
     paths = ReportPaths(
         html=out / "report.html",
         markdown=out / "report.md",
@@ -163,6 +174,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
     payload = judgment.model_dump(mode="json")
+    payload["summary"] = views.summary(judgment)  # a digest beside the model, not part of it
     if baseline is not None:
         payload["baseline_run"] = baseline.model_dump(mode="json")
     text = json.dumps(_finite(payload), indent=1, sort_keys=True, allow_nan=False)
