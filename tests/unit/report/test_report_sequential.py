@@ -225,3 +225,14 @@ def test_trajectory_svg_needs_two_points_and_draws_band_estimate_and_references(
     assert chart.count("<circle") == 3 and chart.count('class="ref"') == 2
     assert "allowed &lt;1.5&gt;" in chart and "a &amp; b" in chart
     assert ">8<" in chart and ">24<" in chart  # integer ticks of pairs seen
+
+
+def test_side_by_side_keeps_each_gates_unit(seq: Judgment, tmp_path: Path) -> None:
+    base = judged(exchanges(seed=9)).model_copy(update={"run_id": "rc1"})
+    paths = write_report(seq, tmp_path, baseline=base)
+    md, html = paths.markdown.read_text(), paths.html.read_text()
+    side = md.split("### Side by side", 1)[1].split("\n\n###", 1)[0]
+    row = next(r for r in side.splitlines() if r.startswith("| tpot.per_item |"))
+    assert row.count("µs per item") == 2 and " ms" not in row
+    table = html.split('id="side-by-side"', 1)[1].split("</table>", 1)[0]
+    assert table.count("µs per item") == 2 and "n/a ms" not in table
