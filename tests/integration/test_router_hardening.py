@@ -158,6 +158,19 @@ def test_allowed_sampling_sends_the_same_seed_to_both_arms(tmp_path) -> None:
                 assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"] == seed
 
 
+def test_allowed_sampling_without_a_fixed_seed_needs_the_clients_seed(tmp_path) -> None:
+    with FakeUpstream() as a, FakeUpstream() as b:
+        settings = dev_settings({"a": a.url, "b": b.url}, tmp_path, seeded_sampling="allow",
+                                seed_policy="none")
+        with RouterServer(settings, ListSink()) as router:
+            resp = httpx.post(router.url + URL, json=body(temperature=0.8))
+            assert resp.status_code == 400 and resp.json()["error"]["param"] == "seed"
+            assert a.observed.requests == b.observed.requests == 0
+            assert httpx.post(router.url + URL, json=body(temperature=0.8, seed=4)
+                              ).status_code == 200
+            assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"] == 4
+
+
 # item 7: arms that answer what vLLM would not
 ERROR_EVENT = (b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
                b'"delta":{"content":"x"},"token_ids":[5],"finish_reason":null}]}\n\n'

@@ -19,7 +19,9 @@ tell a CPU arm from a GPU arm, so the choice is a setting, and the default is th
 unset, since the OpenAI default samples, or at least vLLM's greedy threshold 1e-5) with a
 400 that says to send ``temperature: 0``; no arm is called. ``seeded_sampling: allow``
 (arms whose vLLM seeds sampling safely, e.g. GPU hosts) forwards them with the same seed to
-every arm (the client's, else ``default_seed`` under ``seed_policy: fixed``). Greedy
+every arm (the client's, else ``default_seed`` under ``seed_policy: fixed``; under
+``seed_policy: none`` a sampled request without a seed is a 400, its arms' answers could not
+be compared). Greedy
 requests are always forwarded; their seed is harmless (vLLM creates no generator).
 
 Known difference: a vLLM started with a ``system_fingerprint`` stamps it on the last
@@ -40,6 +42,9 @@ SAMPLING_REFUSED = (
     "sampled requests are refused by this router (seeded_sampling: refuse): its arms may "
     "not survive a seeded sampled request (vLLM on CPU), and unseeded samples cannot be "
     "compared between arms. Send temperature 0 (an unset temperature samples).")
+SAMPLING_UNSEEDED = (
+    "a sampled request needs a seed here (seed_policy: none): without one the arms' samples "
+    "cannot be compared. Send a seed, or temperature 0.")
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,12 @@ class Additions:
 
 def check_sampling(checked: CheckedRequest, settings: RouterSettings) -> None:
     """400 for a request vLLM would sample, unless the arms allow seeded sampling."""
-    if checked.sampled and settings.seeded_sampling == "refuse":
+    if not checked.sampled:
+        return
+    if settings.seeded_sampling == "refuse":
         raise RouterError(400, SAMPLING_REFUSED, param="temperature")
+    if settings.seed_policy == "none" and checked.body.get("seed") is None:
+        raise RouterError(400, SAMPLING_UNSEEDED, param="seed")
 
 
 def augment(body: dict[str, Any], endpoint: Endpoint, settings: RouterSettings) -> Additions:
