@@ -131,10 +131,12 @@ def rate_sequence(k: int, n: int, alpha: float, prior: float = 0.5) -> Interval:
 
 
 def running_intersection(intervals: Sequence[Interval]) -> list[Interval]:
-    """Each look's interval intersected with all earlier ones (the estimate is the look's own).
+    """Each look's interval intersected with all earlier ones.
 
-    An empty intersection (possible only with probability below alpha, or when the model is
-    wrong) keeps the latest look's interval instead, so nothing downstream sees low > high.
+    The estimate is the look's own, moved into the intersected interval when it lies outside
+    (an estimate outside its own interval would read as a contradiction). An empty
+    intersection (possible only with probability below alpha, or when the model is wrong)
+    keeps the latest look's interval instead, so nothing downstream sees low > high.
     """
     out: list[Interval] = []
     low, high = -math.inf, math.inf
@@ -143,5 +145,6 @@ def running_intersection(intervals: Sequence[Interval]) -> list[Interval]:
         if new_low > new_high:
             new_low, new_high = iv.low, iv.high
         low, high = new_low, new_high
-        out.append(Interval(iv.estimate, low, high))
+        estimate = iv.estimate if math.isnan(iv.estimate) else min(max(iv.estimate, low), high)
+        out.append(Interval(estimate, low, high))
     return out

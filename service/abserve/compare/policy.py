@@ -182,7 +182,7 @@ def load_policy(path: str | Path) -> Policy:
     try:
         data = read_mapping(p)
     except YamlFileError as exc:
-        raise PolicyError(f"policy {exc}") from exc
+        raise PolicyError(f"cannot read policy {p}: {exc}") from exc
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:

@@ -131,7 +131,8 @@ def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float)
         rows = np.flatnonzero(keep[:n])
         fit = anytime_ols(y[rows], _drop_empty(x[rows]), alpha, phi) if len(rows) else None
         if fit is None or column >= len(fit.coefficients):
-            raw.append(Interval(float(np.mean(y[rows])) if len(rows) else math.nan, -math.inf, math.inf))
+            first = float(np.mean(y[rows])) if len(rows) and extra is None else math.nan
+            raw.append(Interval(first, -math.inf, math.inf))
         else:
             raw.append(fit.coefficients[column if extra is None else len(fit.coefficients) - 1])
         seen.append(len(rows))

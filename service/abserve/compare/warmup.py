@@ -38,15 +38,28 @@ class Cut:
     metric: str | None = None
 
 
-def mser_cut(series: Sequence[float], max_fraction: float = 0.5, batch: int = BATCH) -> int:
-    """MSER-``batch`` truncation point of ``series`` (in observations, a multiple of ``batch``)."""
+def mser_cut(series: Sequence[float], max_fraction: float = 0.5, batch: int = BATCH,
+             z: float = 3.5) -> int:
+    """MSER-``batch`` truncation point of ``series`` (in observations, a multiple of ``batch``).
+
+    MSER alone also cuts stationary noise now and then (the variance of a short remainder can
+    be small by chance), so a cut stands only when what it removes is a real transient: the
+    removed batches are slower: their mean lies more than ``z`` standard errors (of the
+    remainder's batch means) above the remainder's mean (a warming arm is slow, then fast).
+    """
     m = len(series) // batch
     if m < 4:
         return 0
     means = np.asarray(series[: m * batch], dtype=float).reshape(m, batch).mean(axis=1)
     limit = max(1, int(m * max_fraction))
     scores = [float(np.var(means[d:])) / (m - d) for d in range(limit)]
-    return int(np.argmin(scores)) * batch
+    d = int(np.argmin(scores))
+    if d == 0:
+        return 0
+    rest = means[d:]
+    spread = float(np.std(rest, ddof=1)) if len(rest) > 1 else 0.0
+    gap = float(np.mean(means[:d])) - float(np.mean(rest))
+    return d * batch if gap > z * spread / np.sqrt(d) + 1e-12 else 0
 
 
 def transient_cut(exchanges: Sequence[Exchange], lat: Latencies, arms: Sequence[str],
