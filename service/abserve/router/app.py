@@ -7,6 +7,8 @@ arm (an aiohttp session with explicit timeouts and pool limits) and the record w
 ``GET /livez`` (no backend call), ``GET /readyz`` (primary reachable; others reported),
 ``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
 On shutdown the exchanges in flight are drained and their records flushed.
+A client's ``X-Request-ID`` is recorded in the exchange's tags (``client_request_id``) beside
+the router's own id and echoed back; see ``client_request_id`` for what is kept.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ from abserve.router.validation import Endpoint, check_request, read_capped
 
 log = logging.getLogger("abserve.router")
 MAX_TAGS, MAX_TAG_LEN = 16, 256
+# The client's own request id (``X-Request-ID``, as vLLM's benchmark client and most
+# gateways send it) is recorded in the tags beside the router's id, so exchanges can be
+# matched to the client's logs, and echoed back. Only a printable ASCII id of at most
+# ``MAX_CLIENT_ID_LEN`` characters is kept (never truncated: a cut id would match the wrong
+# line); any other value is dropped and the reason recorded in ``CLIENT_ID_REFUSED_TAG``.
+CLIENT_ID_HEADER = "x-request-id"
+CLIENT_ID_TAG, CLIENT_ID_REFUSED_TAG = "client_request_id", "client_request_id_refused"
+MAX_CLIENT_ID_LEN = 256
 
 
 @dataclass
@@ -162,10 +172,29 @@ def _tags(request: Request) -> dict[str, str]:
     tags = {}
     for key, value in request.headers.items():
         if key.startswith(TAG_HEADER_PREFIX) and key != REQUEST_ID_HEADER:
-            tags[key[len(TAG_HEADER_PREFIX):]] = value[:MAX_TAG_LEN]
+            name = key[len(TAG_HEADER_PREFIX):]
+            if name in (CLIENT_ID_TAG, CLIENT_ID_REFUSED_TAG):
+                continue  # the router's to set, from X-Request-ID
+            tags[name] = value[:MAX_TAG_LEN]
             if len(tags) >= MAX_TAGS:
                 break
     return tags
+
+
+def client_request_id(value: str | None) -> tuple[str | None, str | None]:
+    """``(id, None)`` for a usable ``X-Request-ID`` value, ``(None, why)`` for one that
+    is not recorded, ``(None, None)`` when none was sent. Usable: 1 to
+    ``MAX_CLIENT_ID_LEN`` printable ASCII characters (space to tilde) after trimming."""
+    if value is None:
+        return None, None
+    value = value.strip()
+    if not value:
+        return None, "empty"
+    if len(value) > MAX_CLIENT_ID_LEN:
+        return None, f"longer than {MAX_CLIENT_ID_LEN} characters"
+    if not all(" " <= ch <= "~" for ch in value):
+        return None, "not printable ASCII"
+    return value, None
 
 
 def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> bytes:
@@ -214,6 +243,12 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     state.recorder.admitted += 1
     state.metrics.in_flight.set(state.recorder.admitted)
     fan.start()
-    state.recorder.track(checked, fan, request_id, started_at, _tags(request))
-    return await respond(relay, fan, request.receive, {REQUEST_ID_HEADER: request_id})
+    tags, headers = _tags(request), {REQUEST_ID_HEADER: request_id}
+    client_id, refused = client_request_id(request.headers.get(CLIENT_ID_HEADER))
+    if client_id is not None:
+        tags[CLIENT_ID_TAG] = headers[CLIENT_ID_HEADER] = client_id
+    elif refused is not None:
+        tags[CLIENT_ID_REFUSED_TAG] = refused
+    state.recorder.track(checked, fan, request_id, started_at, tags)
+    return await respond(relay, fan, request.receive, headers)
 
