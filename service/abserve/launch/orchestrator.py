@@ -359,7 +359,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             stop_servers(list(servers.values()))
             if router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
-    return write_signoff(paths.database_url, run_id, config.policy, out, console)
+    return write_signoff(paths.database_url, run_id, config.policy, out, console,
+                         judging_roles(config, policy))
 
 
 REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
@@ -398,11 +399,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def write_signoff(db: str, run_id: str, policy: Path, out: Path, console: Console) -> int:
-    """Judge the stored run, write the report files, print the verdict; return its exit code."""
+def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,
+                  policy: Policy | None = None) -> int:
+    """Judge the stored run, write the report files, print the verdict; return its exit code.
+
+    ``policy``: the policy read from ``policy_path`` with the arm roles this experiment has."""
     from abserve.report.commands import build_report
 
-    report = build_report(db, run_id, out, policy)
+    report = build_report(db, run_id, out, policy_path, policy=policy)
     colour = {"pass": "green", "fail": "red", "invalid": "red"}.get(report.verdict, "yellow")
     console.print(f"verdict: [bold {colour}]{report.verdict.upper()}[/] (exit {report.exit_code})")
     for path in (report.html, report.markdown, report.json, report.junit):

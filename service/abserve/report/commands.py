@@ -62,12 +62,14 @@ def judge_run(store: Store, run_id: str, policy: Policy) -> Judgment:
 
 
 def build_report(
-    db: str, run_id: str, out: Path, policy_path: Path, baseline_id: str | None = None
+    db: str, run_id: str, out: Path, policy_path: Path, baseline_id: str | None = None,
+    policy: Policy | None = None,
 ) -> ReportPaths:
-    """Judge ``run_id`` (and ``baseline_id``) from the store at ``db`` and write the report."""
+    """Judge ``run_id`` (and ``baseline_id``) from the store at ``db`` and write the report
+    (under ``policy`` when given, else the one read from ``policy_path``)."""
     from abserve.report import write_report
 
-    policy = _policy(policy_path)
+    policy = policy or _policy(policy_path)
     store = open_store(db)
     try:
         judgment = judge_run(store, run_id, policy)
