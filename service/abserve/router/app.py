@@ -250,5 +250,6 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     elif refused is not None:
         tags[CLIENT_ID_REFUSED_TAG] = refused
     state.recorder.track(checked, fan, request_id, started_at, tags)
-    return await respond(relay, fan, request.receive, headers)
+    return await respond(relay, fan, request.receive, headers,
+                         wait_all=s.client_waits_for == "all_arms")
 

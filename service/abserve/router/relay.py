@@ -5,6 +5,14 @@ failure: 502, or 504 for a deadline; never another arm's answer). A streamed ans
 pumped from the primary's queue; if the primary fails mid-stream the client gets an
 OpenAI-style error event and no ``[DONE]``. A client that goes away, while waiting or
 while streaming, cancels every arm.
+
+With ``wait_all`` (settings ``client_waits_for: all_arms``) the client's response ends only
+when every arm's call has ended: the primary's answer is relayed as it comes, but the end of
+the response (or the whole response, when not streamed) waits for the other arms. A client
+that sends its next request when the previous one ends (any benchmark client with a
+concurrency limit) then keeps every arm, not only the primary, at that concurrency: no arm
+builds a queue the client cannot see, which would make its latencies worse than the
+primary's on identical builds.
 """
 
 from __future__ import annotations
@@ -50,8 +58,8 @@ class RelayResponse(Response):
     ``StreamingResponse``: no task group and no async generator per response."""
 
     def __init__(self, relay: Relay, fan: FanOut, head: Head, headers: dict[str, str],
-                 watch: ClientWatch) -> None:
-        self.relay, self.fan, self.watch = relay, fan, watch
+                 watch: ClientWatch, wait_all: bool = False) -> None:
+        self.relay, self.fan, self.watch, self.wait_all = relay, fan, watch, wait_all
         self.status_code, self.media_type, self.background = head.status, head.content_type, None
         self.init_headers(headers)
 
@@ -70,7 +78,17 @@ class RelayResponse(Response):
                 self.fan.cancel()
             raise
         self.watch.stop()
+        if self.wait_all:
+            await all_arms_done(self.fan)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def all_arms_done(fan: FanOut) -> None:
+    """Wait until every arm's call has ended (each is bounded by its own deadlines). Never
+    cancels an arm, even when this wait is cancelled."""
+    tasks = list(fan.tasks.values())
+    if tasks:
+        await asyncio.wait(tasks)
 
 
 def _coalesce(queue: asyncio.Queue[bytes | None]) -> bytes | None:
@@ -87,8 +105,9 @@ def _coalesce(queue: asyncio.Queue[bytes | None]) -> bytes | None:
 
 
 async def respond(relay: Relay, fan: FanOut, receive: Receive,
-                  headers: dict[str, str]) -> Response:
-    """The client's response: the primary's answer, relayed."""
+                  headers: dict[str, str], wait_all: bool = False) -> Response:
+    """The client's response: the primary's answer, relayed (ended once every arm has
+    ended, with ``wait_all``)."""
     watch = ClientWatch(relay, fan, receive)
     try:
         head = await relay.head
@@ -100,6 +119,8 @@ async def respond(relay: Relay, fan: FanOut, receive: Receive,
         return Response(status_code=499, headers=headers)
     if head.body is not None:
         watch.stop()
+        if wait_all:
+            await all_arms_done(fan)
         return Response(head.body, status_code=head.status, media_type=head.content_type,
                         headers=headers)
-    return RelayResponse(relay, fan, head, headers, watch)
+    return RelayResponse(relay, fan, head, headers, watch, wait_all)

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 ArmRole = Literal["baseline", "candidate", "noise_floor"]
 SeedPolicy = Literal["fixed", "none"]
 SeededSampling = Literal["allow", "refuse"]
+ClientWaitsFor = Literal["primary", "all_arms"]
 
 
 class Deadlines(BaseModel):
@@ -83,6 +84,10 @@ class RouterSettings(BaseSettings):
     max_concurrency: int = Field(default=256, ge=1)
     retry_after_s: int = Field(default=1, ge=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
+    # When the client's response ends: with the primary's answer ("primary"), or once every
+    # arm has answered ("all_arms": a client that paces itself on its answers then keeps
+    # every arm at its concurrency; the by-hand flow with a third-party client needs it).
+    client_waits_for: ClientWaitsFor = "primary"
 
     top_logprobs: int = Field(default=5, ge=0, le=20)  # k asked of arms if the client asks none
     seed_policy: SeedPolicy = "fixed"  # "fixed": same seed to every arm when the client gave none
