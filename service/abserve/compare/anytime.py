@@ -18,8 +18,6 @@ value at every look at once, so a run may stop at any look, for any reason.
   (Robbins' method of mixtures; Howard, Ramdas et al., "Time-uniform, nonparametric,
   nonasymptotic confidence sequences", 2021): one mismatch against an allowed rate of zero
   is already a proof, and zero mismatches in ``n`` say which rates are excluded.
-- ``running_intersection``: the intersection of a confidence sequence's intervals over the
-  looks so far is again a valid confidence sequence, and never widens.
 
 Pure numpy/scipy.
 """
@@ -128,23 +126,3 @@ def rate_sequence(k: int, n: int, alpha: float, prior: float = 0.5) -> Interval:
     low = 0.0 if k == 0 else float(brentq(excess, tiny, estimate))
     high = 1.0 if k == n else float(brentq(excess, estimate, 1.0 - tiny))
     return Interval(estimate, low, high)
-
-
-def running_intersection(intervals: Sequence[Interval]) -> list[Interval]:
-    """Each look's interval intersected with all earlier ones.
-
-    The estimate is the look's own, moved into the intersected interval when it lies outside
-    (an estimate outside its own interval would read as a contradiction). An empty
-    intersection (possible only with probability below alpha, or when the model is wrong)
-    keeps the latest look's interval instead, so nothing downstream sees low > high.
-    """
-    out: list[Interval] = []
-    low, high = -math.inf, math.inf
-    for iv in intervals:
-        new_low, new_high = max(low, iv.low), min(high, iv.high)
-        if new_low > new_high:
-            new_low, new_high = iv.low, iv.high
-        low, high = new_low, new_high
-        estimate = iv.estimate if math.isnan(iv.estimate) else min(max(iv.estimate, low), high)
-        out.append(Interval(estimate, low, high))
-    return out

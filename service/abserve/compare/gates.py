@@ -31,6 +31,7 @@ from abserve.compare.sequential import (
     design_of,
     placement_biases,
     stratum,
+    winsorize,
 )
 from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.records import Exchange
@@ -89,12 +90,12 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     if len(design.diffs) < policy.min_samples or not design.looks:
         line.reason = f"{len(design.diffs)} paired requests, fewer than the {policy.min_samples} required"
         return line
-    path = coefficient_path(design, "shift", _alpha(policy), policy.sequential.phi)
+    path = coefficient_path(design, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     last = path[-1]
     base_v = float(np.median(baseline))
     threshold = threshold_for(rule, base_v)
     outcome, reason = latency_outcome(rule, _est(last), _lo(last), _hi(last), threshold)
-    biases = placement_biases(design, _alpha(policy), policy.sequential.phi)
+    biases = placement_biases(design, _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     if not placement_known:
         outcome, reason = _unknown_placement(rule, outcome, reason, last, threshold, policy)
     drift = _drift(design, threshold, policy)
@@ -109,6 +110,10 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     line.method = "anytime-counterbalanced" if biases else "anytime-pooled"
     line.placement_bias = max((abs(iv.estimate) for iv in biases.values()), default=None)
     line.trajectory, line.drift = _looks(path), drift
+    _, clipped = winsorize(np.asarray(design.diffs), policy.sequential.clip)
+    if clipped:
+        line.reason += (f"; {clipped} of {len(design.diffs)} pair differences winsorized at "
+                        f"{policy.sequential.clip:g} robust sd (interference spikes)")
     return line
 
 
@@ -126,7 +131,7 @@ def _unknown_placement(rule: MetricRule, outcome: Outcome, reason: str, last: Lo
 
 
 def _drift(design: Design, threshold: float, policy: Policy) -> Drift:
-    path = coefficient_path(design, "drift", _alpha(policy), policy.sequential.phi)
+    path = coefficient_path(design, "drift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     last = path[-1]
     low, high = _lo(last), _hi(last)
     beyond = threshold > 0 and (low > threshold or high < -threshold)
@@ -146,7 +151,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
         line.reason = (f"{len(part.diffs)} paired requests with >= {rule.min_items} items, fewer than "
                        f"the {policy.min_samples} required")
         return line
-    last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi)
+    last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = last[-1]
     low, high = _lo(end), _hi(end)
     span = f"{_ms(end.estimate)} [{_ms(low)}, {_ms(high)}]"
@@ -172,7 +177,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     if known < policy.min_samples or len({it for it in design.items if it is not None}) < 2:
         line.reason = f"{known} paired requests with a known item count: too few, or all the same count"
         return line
-    path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi)
+    path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = path[-1]
     low, high = _lo(end), _hi(end)
     span = f"{_us(end.estimate)} [{_us(low)}, {_us(high)}] per item"

@@ -329,7 +329,7 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
-    verdict, code, reasons = overall(invalid, gates)
+    verdict, code, reasons = overall(invalid, gates, seq)
     return Judgment(
         run_id=run.run_id,
         run_status=run.status,

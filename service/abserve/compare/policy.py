@@ -95,6 +95,8 @@ class SequentialRule(_Strict):
     ``unknown_placement_bias``: seconds per metric that an uncontrolled placement can add
     (measured on this kind of machine); a latency ``fail`` without controlled placement must
     exceed the allowance by this much.
+    ``clip``: paired differences beyond this many robust sds of their median are winsorized
+    (interference spikes; 0 keeps them).
     """
 
     enabled: bool = False
@@ -104,6 +106,7 @@ class SequentialRule(_Strict):
     max_warmup_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)
     drift: Literal["guard", "accept"] = "guard"
     unknown_placement_bias: dict[LatencyMetric, float] = Field(default_factory=dict)
+    clip: float = Field(default=5.0, ge=0.0)
 
 
 class ImprovementRule(_Strict):

@@ -13,9 +13,15 @@ look the paired differences ``candidate - baseline`` are fitted with a linear mo
   moved from the first judged exchange to the last;
 - an *improvement* claim: the shift on the stratum of requests with at least ``min_items``.
 
-Every coefficient carries an anytime-valid interval (``abserve.compare.anytime``) that is
-intersected over the looks; the trajectory of every look is kept for the report. Only
-``pass`` and ``fail`` are decisions; a run stops when every critical gate has one. Pure.
+Every coefficient carries an anytime-valid interval (``abserve.compare.anytime``) at every
+look; the trajectory of every look is kept for the report. Each look is valid on its own, so
+a run may stop at the first look that decides; the intervals are not intersected over looks
+(an intersection keeps an early narrow interval after the noise grew, which misleads when
+the machine's load changes mid-run). Before fitting, each look's differences are winsorized
+at ``clip`` robust standard deviations (1.4826 MAD) around their median: another process that
+lands on the shared core stalls one arm's step at random and makes a spike of tens of
+milliseconds that is no property of either build (the percentile gates still see the tails).
+Only ``pass`` and ``fail`` are decisions; a run stops when every critical gate has one. Pure.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abserve.compare.anytime import Interval, anytime_ols, running_intersection
+from abserve.compare.anytime import Interval, anytime_ols
 from abserve.compare.blocked import pair_placement
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
@@ -116,8 +122,21 @@ def _rows(design: Design, extra: str | None) -> tuple[np.ndarray, np.ndarray, np
     return y, np.column_stack(columns), keep
 
 
-def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float) -> list[Look]:
-    """The anytime-valid interval of one coefficient at every look, intersected over looks.
+def winsorize(y: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
+    """``y`` with values beyond ``clip`` robust sds of the median pulled to that bound; how many."""
+    if clip <= 0 or len(y) < 4:
+        return y, 0
+    centre = float(np.median(y))
+    scale = 1.4826 * float(np.median(np.abs(y - centre)))
+    if scale <= 0:
+        return y, 0
+    low, high = centre - clip * scale, centre + clip * scale
+    return np.clip(y, low, high), int(np.sum((y < low) | (y > high)))
+
+
+def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float,
+                     clip: float = 0.0) -> list[Look]:
+    """The anytime-valid interval of one coefficient at every look.
 
     ``coefficient``: ``shift`` (the intercept), ``per_item`` (the items slope) or ``drift``
     (the change over the judged span).
@@ -129,15 +148,15 @@ def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float)
     seen: list[int] = []
     for n in design.looks:
         rows = np.flatnonzero(keep[:n])
-        fit = anytime_ols(y[rows], _drop_empty(x[rows]), alpha, phi) if len(rows) else None
+        ys, _ = winsorize(y[rows], clip)
+        fit = anytime_ols(ys, _drop_empty(x[rows]), alpha, phi) if len(rows) else None
         if fit is None or column >= len(fit.coefficients):
             first = float(np.mean(y[rows])) if len(rows) and extra is None else math.nan
             raw.append(Interval(first, -math.inf, math.inf))
         else:
             raw.append(fit.coefficients[column if extra is None else len(fit.coefficients) - 1])
         seen.append(len(rows))
-    return [Look(n=n, estimate=iv.estimate, low=iv.low, high=iv.high)
-            for n, iv in zip(seen, running_intersection(raw), strict=True)]
+    return [Look(n=n, estimate=iv.estimate, low=iv.low, high=iv.high) for n, iv in zip(seen, raw, strict=True)]
 
 
 def _drop_empty(x: np.ndarray) -> np.ndarray:
@@ -146,9 +165,11 @@ def _drop_empty(x: np.ndarray) -> np.ndarray:
     return x[:, keep]
 
 
-def placement_biases(design: Design, alpha: float, phi: float) -> dict[str, Interval]:
+def placement_biases(design: Design, alpha: float, phi: float,
+                     clip: float = 0.0) -> dict[str, Interval]:
     """Each placement's bias (its mean shift minus the counterbalanced shift), on all pairs."""
     y, x, _ = _rows(design, None)
+    y, _ = winsorize(y, clip)
     _, names = _effect_columns(design.levels)
     fit = anytime_ols(y, x, alpha, phi)
     if fit is None or len(names) < 2:

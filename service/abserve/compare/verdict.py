@@ -197,16 +197,20 @@ def invalid_reasons(
 
 
 def overall(
-    invalid: list[str], lines: Iterable[tuple[str, bool, Outcome, str]]
+    invalid: list[str], lines: Iterable[tuple[str, bool, Outcome, str]], sequential: bool = False
 ) -> tuple[Outcome, int, list[str]]:
-    """Combine ``(name, critical, outcome, reason)`` lines into the run's verdict and exit code."""
+    """Combine ``(name, critical, outcome, reason)`` lines into the run's verdict and exit code.
+
+    ``sequential``: the critical gates decide; a non-critical line only makes the verdict
+    marginal when it proved a fail (its open or marginal state is reported, not gated on).
+    """
     if invalid:
         return "invalid", EXIT_CODES["invalid"], list(invalid)
     rows = list(lines)
     failed_crit = [r for r in rows if r[2] == "fail" and r[1]]
     failed_other = [r for r in rows if r[2] == "fail" and not r[1]]
     inconclusive = [r for r in rows if r[2] in ("inconclusive", "unstable") and r[1]]
-    marginal = [r for r in rows if r[2] == "marginal"]
+    marginal = [r for r in rows if r[2] == "marginal" and (r[1] or not sequential)]
     verdict: Outcome
     if failed_crit:
         verdict, chosen = "fail", failed_crit

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from abserve.compare.anytime import Interval, anytime_ols, mixture_radius, rate_sequence, running_intersection
+from abserve.compare.anytime import anytime_ols, mixture_radius, rate_sequence
 
 ALPHA = 0.05
 
@@ -89,10 +89,3 @@ def test_rate_sequence_covers_the_rate_at_every_look() -> None:
         misses += any(not rate_sequence(int(k[n - 1]), n, ALPHA).low <= 0.1 <= rate_sequence(
             int(k[n - 1]), n, ALPHA).high for n in range(10, 301, 10))
     assert misses / 200 <= ALPHA
-
-
-def test_running_intersection_never_widens_and_survives_disjoint_looks() -> None:
-    looks = [Interval(0.0, -3, 3), Interval(0.5, -1, 4), Interval(0.2, -2, 1), Interval(9.0, 8, 10)]
-    out = running_intersection(looks)
-    assert [(iv.low, iv.high) for iv in out[:3]] == [(-3, 3), (-1, 3), (-1, 1)]
-    assert (out[3].low, out[3].high) == (8, 10)
