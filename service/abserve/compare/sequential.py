@@ -156,7 +156,8 @@ def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float,
         else:
             raw.append(fit.coefficients[column if extra is None else len(fit.coefficients) - 1])
         seen.append(len(rows))
-    return [Look(n=n, estimate=iv.estimate, low=iv.low, high=iv.high) for n, iv in zip(seen, raw, strict=True)]
+    return [Look(n=n, estimate=iv.estimate, low=iv.low, high=iv.high)
+            for n, iv in zip(seen, raw, strict=True)]
 
 
 def _drop_empty(x: np.ndarray) -> np.ndarray:

@@ -93,7 +93,8 @@ def test_rare_interference_spikes_on_one_arm_do_not_decide_an_aa_run() -> None:
     j = judged(exchanges)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
     assert tpot.outcome == "pass" and "3 of 96 pair differences winsorized" in tpot.reason
-    raw = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed", "clip": 0}))
+    raw = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed",
+                                               "clip": 0}))
     assert next(m for m in raw.metrics if m.name == "tpot.hl").outcome != "pass"
 
 
