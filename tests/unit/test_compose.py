@@ -209,7 +209,7 @@ def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
     assert "--db" in command and "--out" in command
     script = (ROOT / "docker" / "run-report.sh").read_text()
     assert "abserve prove" in script and "exec abserve report" in script
-    assert command[command.index("--policy") + 1] == "/app/configs/policy/default.yaml"
+    assert command[command.index("--policy") + 1] == "/app/configs/policy/gpu.yaml"
     assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
 
 
