@@ -13,7 +13,9 @@ would. Counted per replay and critical latency gate: whether the anytime-valid i
 (``abserve.compare.sequential``, intersected over looks) ever lay wholly beyond the allowance
 (a false fail), and, beside it, whether a fixed-sample interval (Hodges-Lehmann / Wilcoxon,
 the judgment's fixed design) re-checked at every look ever did (the peeking inflation), and
-whether it did at the last look only (one fixed-size look). Also: how many replays decided
+whether it did at the last look only (one fixed-size look). Stricter, the same three for
+"the interval excludes 0" (the plain test of any difference, no allowance): how often each
+method would cry wolf about identical builds. Also: how many replays decided
 ``pass`` and at how many pairs, and at how many pairs a fail was first proven (for a mutant's
 records, e.g. the slow one, that is the time to detection; "false fail" is then the power).
 
@@ -98,7 +100,14 @@ def replay(diffs: np.ndarray, threshold: float, policy: Policy, pairs: int, ever
     passed_at = next((lk.n for lk in path if lk.high is not None and lk.high <= threshold), None)
     fixed = [hodges_lehmann(list(draw[:n]), policy.confidence) for n in looks]
     return {"anytime_fail": anytime_fail, "peeking_fail": any(iv.low > threshold for iv in fixed),
-            "single_fail": fixed[-1].low > threshold, "passed_at": passed_at, "failed_at": failed_at}
+            "single_fail": fixed[-1].low > threshold, "passed_at": passed_at, "failed_at": failed_at,
+            "anytime_excl0": any(_excludes_zero(lk.low, lk.high) for lk in path),
+            "peeking_excl0": any(_excludes_zero(iv.low, iv.high) for iv in fixed),
+            "single_excl0": _excludes_zero(fixed[-1].low, fixed[-1].high)}
+
+
+def _excludes_zero(low: float | None, high: float | None) -> bool:
+    return (low is not None and low > 0) or (high is not None and high < 0)
 
 
 def print_replays(dbs: Sequence[str], policy: Policy, replays: int, pairs: int, every: int,
@@ -106,8 +115,8 @@ def print_replays(dbs: Sequence[str], policy: Policy, replays: int, pairs: int, 
     rng = np.random.default_rng(seed)
     print(f"| gate | A/A' pairs pooled | replays | anytime: false fail | fixed re-checked every {every}: "
           f"false fail | fixed, one look at {pairs}: false fail | anytime: passed | pairs to pass (median) | "
-          f"pairs to fail (median) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"pairs to fail (median) | excludes 0 at some look: anytime / fixed re-checked / one look |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for rule in (r for r in policy.metrics if r.critical and r.statistic == "hl"):
         parts = [aa_pairs(db, policy, rule.metric) for db in dbs]
         diffs = np.array([d for p, _ in parts for d in p])
@@ -115,12 +124,14 @@ def print_replays(dbs: Sequence[str], policy: Policy, replays: int, pairs: int, 
         results = [replay(diffs, threshold, policy, pairs, every, rng) for _ in range(replays)]
         passed = [int(str(r["passed_at"])) for r in results if r["passed_at"] is not None]
         failed = [int(str(r["failed_at"])) for r in results if r["failed_at"] is not None]
-        rate = {k: sum(bool(r[k]) for r in results) / replays for k in ("anytime_fail", "peeking_fail",
-                                                                         "single_fail")}
+        keys = ("anytime_fail", "peeking_fail", "single_fail",
+                "anytime_excl0", "peeking_excl0", "single_excl0")
+        rate = {k: sum(bool(r[k]) for r in results) / replays for k in keys}
         print(f"| {rule.name} (allowed {threshold * 1000:.3f} ms) | {len(diffs)} | {replays} | "
               f"{rate['anytime_fail']:.1%} | {rate['peeking_fail']:.1%} | {rate['single_fail']:.1%} | "
               f"{len(passed) / replays:.1%} | {statistics.median(passed) if passed else '-'} | "
-              f"{statistics.median(failed) if failed else '-'} |")
+              f"{statistics.median(failed) if failed else '-'} | {rate['anytime_excl0']:.1%} / "
+              f"{rate['peeking_excl0']:.1%} / {rate['single_excl0']:.1%} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
