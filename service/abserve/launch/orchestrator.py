@@ -387,16 +387,21 @@ def mark_interrupted(database_url: str, run_id: str) -> None:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C, so the same clean-up runs for both."""
+    """Treat SIGTERM like Ctrl-C, so the same clean-up runs for both.
+
+    SIGINT gets Python's own handler back even when the run was started with SIGINT ignored
+    (a shell starts background jobs that way): a run must stay interruptible."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,
