@@ -218,7 +218,8 @@ def breakdowns(
         trend = theil_sen_trend([i for i, _ in known], [d for _, d in known], policy.confidence)
         if trend is not None:
             trends.append(
-                TrendLine(metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n)
+                TrendLine(metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n,
+                          intercept=trend.intercept)
             )
     return rows, trends
 

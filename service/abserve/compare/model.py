@@ -210,6 +210,7 @@ class TrendLine(BaseModel):
     low: float
     high: float
     n: int
+    intercept: float | None = None  # seconds at zero items: the fitted line (report's effect curve)
 
 
 class Judgment(BaseModel):

@@ -184,6 +184,7 @@ class Trend:
     high: float
     n: int
     confidence: float
+    intercept: float = 0.0  # the fitted line is intercept + slope * x
 
 
 def theil_sen_trend(x: ArrayLike, y: ArrayLike, confidence: float = 0.95) -> Trend | None:
@@ -196,7 +197,8 @@ def theil_sen_trend(x: ArrayLike, y: ArrayLike, confidence: float = 0.95) -> Tre
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = sps.theilslopes(ys, xs, alpha=confidence)
-    return Trend(float(res.slope), float(res.low_slope), float(res.high_slope), int(xs.size), confidence)
+    return Trend(float(res.slope), float(res.low_slope), float(res.high_slope), int(xs.size), confidence,
+                 float(res.intercept))
 
 
 def quantiles(values: ArrayLike, qs: tuple[float, ...]) -> list[float]:

@@ -106,7 +106,8 @@ def test_floor_test_is_fishers_one_sided_exact_test() -> None:
 def test_theil_sen_trend_finds_cost_per_item() -> None:
     rng = np.random.default_rng(2)
     items = rng.integers(1, 512, 300)
-    diffs = 2e-6 * items + rng.normal(0, 1e-4, 300)
+    diffs = 3e-4 + 2e-6 * items + rng.normal(0, 1e-4, 300)
     t = theil_sen_trend(items, diffs)
     assert t is not None and t.low < 2e-6 < t.high and t.low > 0
+    assert t.intercept == pytest.approx(3e-4, abs=3e-5)  # the fitted line's level at zero items
     assert theil_sen_trend([4, 4, 4], [1.0, 2.0, 3.0]) is None
