@@ -99,6 +99,8 @@ class LookupTelemetry(BaseModel):
     gather_calls: int = 0  # calls of the runner's gather step (one per engine step with mm work)
     gather_seconds: float = 0.0  # time spent in the gather step
     items_per_request: dict[str, int] = Field(default_factory=dict)  # histogram: "k" -> lookups
+    # items examined by the lookups of requests in bucket "k" (power of two; empty: not recorded)
+    examined_per_request: dict[str, int] = Field(default_factory=dict)
 
 
 class ArmProvenance(BaseModel):

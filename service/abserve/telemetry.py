@@ -35,7 +35,8 @@ class Counters:
     gather_calls: int = 0
     gather_ns: int = 0
     faults_injected: int = 0  # test-only mutants (abserve.mutants)
-    items_per_request: dict[str, int] = field(default_factory=dict)
+    items_per_request: dict[str, int] = field(default_factory=dict)  # bucket -> lookup calls
+    examined_per_request: dict[str, int] = field(default_factory=dict)  # bucket -> items examined
 
     def add_lookup(self, num_items: int, examined: int, elapsed_ns: int) -> None:
         self.lookup_calls += 1
@@ -43,6 +44,7 @@ class Counters:
         self.lookup_ns += elapsed_ns
         bucket = items_bucket(num_items)
         self.items_per_request[bucket] = self.items_per_request.get(bucket, 0) + 1
+        self.examined_per_request[bucket] = self.examined_per_request.get(bucket, 0) + examined
 
 
 def items_bucket(num_items: int) -> str:
@@ -170,6 +172,8 @@ def sum_counters(records: list[ProcessTelemetry]) -> Counters:
         total.faults_injected += c.faults_injected
         for bucket, count in c.items_per_request.items():
             total.items_per_request[bucket] = total.items_per_request.get(bucket, 0) + count
+        for bucket, count in c.examined_per_request.items():
+            total.examined_per_request[bucket] = total.examined_per_request.get(bucket, 0) + count
     return total
 
 

@@ -121,5 +121,7 @@ def _summed(name: str, runs: Sequence[RunInfo]) -> ArmProvenance:
         total.gather_seconds += t.gather_seconds
         for bucket, count in t.items_per_request.items():
             total.items_per_request[bucket] = total.items_per_request.get(bucket, 0) + count
+        for bucket, count in t.examined_per_request.items():
+            total.examined_per_request[bucket] = total.examined_per_request.get(bucket, 0) + count
     arm.placement = {"rotated": [run.arms[name].placement for run in runs]}
     return arm

@@ -43,6 +43,7 @@ def proven_provenance(records: list[ProcessTelemetry], expected: str | None) -> 
             gather_calls=totals.gather_calls,
             gather_seconds=totals.gather_ns / 1e9,
             items_per_request=totals.items_per_request,
+            examined_per_request=totals.examined_per_request,
         ),
     )
 

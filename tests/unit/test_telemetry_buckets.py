@@ -1,0 +1,46 @@
+"""Items examined per images-per-request bucket: counted by the plugin's counters, summed over
+processes, carried into the arm's provenance and summed over combined block runs, so the report
+can draw the lookup's work per call against images per request."""
+
+from __future__ import annotations
+
+from abserve.launch.combine import _summed
+from abserve.launch.provenance import proven_provenance
+from abserve.lookup import bisect_probes, linear_examined
+from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
+from abserve.telemetry import Counters, ProcessTelemetry, sum_counters
+
+
+def counted(calls: list[tuple[int, int]]) -> Counters:
+    c = Counters()
+    for n, examined in calls:
+        c.add_lookup(n, examined, 1_000)
+    return c
+
+
+def test_examined_items_are_kept_per_bucket_and_summed_over_processes() -> None:
+    linear = counted([(3, linear_examined(3, 2, 3)), (100, linear_examined(100, 50, 52)), (120, 81)])
+    assert linear.items_per_request == {"2": 1, "64": 2}
+    assert linear.examined_per_request == {"2": 3, "64": 53 + 81}
+    other = counted([(100, bisect_probes(100, 50, 52))])
+    records = [ProcessTelemetry(pid=p, process_name="EngineCore_DP0", role="engine_core", mode="linear",
+                                scope="runner", vllm_version="x", patched=["m"], counters=c)
+               for p, c in ((1, linear), (2, other))]
+    total = sum_counters(records)
+    assert total.examined_per_request == {"2": 3, "64": 53 + 81 + bisect_probes(100, 50, 52)}
+    assert sum(total.examined_per_request.values()) == total.items_examined
+    old = ProcessTelemetry.from_json({**records[0].to_json(), "counters": {"lookup_calls": 1}})
+    assert old.counters.examined_per_request == {}  # a file from an older plugin still reads
+
+
+def test_provenance_and_combined_blocks_carry_the_buckets() -> None:
+    record = ProcessTelemetry(pid=1, process_name="EngineCore_DP0", role="engine_core", mode="bisect",
+                              scope="runner", vllm_version="x", patched=["m"],
+                              counters=counted([(8, 6), (8, 7)]))
+    record.counters.gather_calls = 2
+    arm = proven_provenance([record], "bisect")
+    assert arm.telemetry.examined_per_request == {"8": 13} and arm.telemetry.items_per_request == {"8": 2}
+    runs = [RunInfo(run_id=f"r{i}", started_at=0.0, arms={"b": ArmProvenance(
+        telemetry=LookupTelemetry(items_per_request={"8": 2}, examined_per_request={"8": 13}))})
+        for i in range(2)]
+    assert _summed("b", runs).telemetry.examined_per_request == {"8": 26}
