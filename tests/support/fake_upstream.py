@@ -14,7 +14,8 @@ Knobs (a mutable dataclass; set ``upstream.knobs`` between requests):
 connection mid-stream, no terminator), ``status`` (answer with this HTTP status),
 ``garbage`` (answer 200 with bytes that are not SSE/JSON), ``token_offset`` (shift token
 ids to make this upstream disagree), ``raw`` (answer 200 with exactly these bytes, of type
-``raw_type``: an error event mid-stream, JSON of the wrong shape...).
+``raw_type``: an error event mid-stream, JSON of the wrong shape...), ``health_status`` (what
+``/health`` answers).
 
 Observations: ``requests`` (count), ``bodies`` (parsed JSON of each request),
 ``active`` (streams in progress), ``cancelled_at`` (monotonic times at which a client
@@ -68,6 +69,7 @@ class Knobs:
     token_offset: int = 0
     raw: bytes | None = None
     raw_type: str = "text/event-stream"
+    health_status: int = 200  # what /health answers (vLLM answers 503 once its engine died)
 
 
 @dataclass
@@ -216,7 +218,7 @@ class FakeUpstream:
         return Starlette(routes=routes)
 
     async def _health(self, request: Request) -> Response:
-        return Response(b"")
+        return Response(b"", status_code=self.knobs.health_status)
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse(

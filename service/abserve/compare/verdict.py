@@ -163,6 +163,9 @@ def invalid_reasons(
     reasons: list[str] = []
     if run.status != "completed":
         reasons.append(f"run status is {run.status!r}, not 'completed'")
+    death = run.provenance.get("arm_death")
+    if isinstance(death, dict):  # found by abserve run's watch (launch/watch.py)
+        reasons.append(str(death.get("reason") or f"arm {death.get('arm')!r} died during the run"))
     roles = [policy.arms.baseline, policy.arms.candidate]
     if policy.arms.floor and policy.arms.floor in run.arms:
         roles.append(policy.arms.floor)

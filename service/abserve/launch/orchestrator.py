@@ -18,6 +18,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,10 +48,11 @@ from abserve.launch.rounds import (
     wait_recorded,
 )
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
+from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.records import RunInfo
-from abserve.telemetry import prove_lookup, read_telemetry
+from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup, read_telemetry
 
-LOCK_PATH = Path(os.environ.get("ABSERVE_RUN_LOCK", ".abserve/run.lock"))
+LOCK_ENV = "ABSERVE_RUN_LOCK"  # the lock file's path (default: abserve-run.lock in the temp dir)
 EXIT_INVALID = 3
 
 
@@ -74,8 +76,10 @@ class RunPaths:
 
 
 @contextmanager
-def exclusive_run(lock_path: Path = LOCK_PATH) -> Iterator[None]:
-    """Refuse a second ``abserve run`` on this machine while one is running."""
+def exclusive_run(lock_path: Path | None = None) -> Iterator[None]:
+    """Refuse a second ``abserve run`` on this machine while one is running. The lock is
+    one absolute path for the machine (``run_lock_path``), whatever the working directory."""
+    lock_path = lock_path or run_lock_path()
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as handle:
         try:
@@ -89,6 +93,12 @@ def exclusive_run(lock_path: Path = LOCK_PATH) -> Iterator[None]:
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         yield
+
+
+def run_lock_path() -> Path:
+    """``$ABSERVE_RUN_LOCK`` when set, else ``abserve-run.lock`` in the temp directory; absolute."""
+    configured = os.environ.get(LOCK_ENV)
+    return Path(configured or Path(tempfile.gettempdir()) / "abserve-run.lock").resolve()
 
 
 def ensure_model(config: ExperimentConfig) -> Path:
@@ -129,14 +139,25 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
         response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300)
         if response.status_code != 200:
             raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
-    time.sleep(1.2)  # one telemetry flush
     for name, server in servers.items():
-        assert server.telemetry_dir is not None
+        if server.telemetry_dir is None:
+            raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
         expected = config.arms[name].expected_mode
-        proof = prove_lookup(read_telemetry(server.telemetry_dir), expected)
+        proof = await_proof(server.telemetry_dir, expected)
         if not proof.ok:
             raise RunError(f"arm {name} did not prove lookup {expected!r}: {proof.detail}")
         console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")
+
+
+def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> Proof:
+    """The arm's proof, read again until it holds or ``flushes`` telemetry flushes passed
+    (the plugin writes its counters every ``FLUSH_INTERVAL_S``)."""
+    deadline = time.monotonic() + flushes * FLUSH_INTERVAL_S
+    while True:
+        proof = prove_lookup(read_telemetry(telemetry_dir), expected)
+        if proof.ok or time.monotonic() >= deadline:
+            return proof
+        time.sleep(FLUSH_INTERVAL_S / 5)
 
 
 def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,
@@ -287,7 +308,7 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy) ->
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
                       model: Path, paths: RunPaths, run_id: str,
                       blocks: list[dict[str, object]] | None = None,
-                      rounds: RoundLog | None = None) -> RunInfo:
+                      rounds: RoundLog | None = None, died: ArmDeath | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
@@ -300,6 +321,8 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
         run.provenance = run_provenance(config, config_path, model, blocks)
         if rounds is not None:
             run.provenance["sequential"] = rounds.as_provenance()
+        if died is not None:
+            run.provenance["arm_death"] = died.as_provenance()
         store.update_run(run)
         return run
     finally:
@@ -332,6 +355,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     servers: dict[str, VllmServer] = {}
     router: RouterProcess | None = None
     finished = False
+    died: ArmDeath | None = None
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
@@ -347,10 +371,15 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                 router_settings(config, servers, paths, run_id, free_port()), paths, secrets.token_urlsafe(24)
             )
             router.start()
-            blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds, policy, began)
+            with watch_arms(servers):
+                blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds,
+                                       policy, began)
             router.stop()
             record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds)
             finished = True
+        except ArmDied as exc:  # the load stopped at once; what was answered is recorded
+            died = exc.death
+            console.print(f"[bold red]{died.describe()}[/]; run stopped")
         except ServerStartError as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -359,6 +388,9 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             stop_servers(list(servers.values()))
             if router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
+    if died is not None:  # judged anyway: the report is INVALID and says which arm and why
+        record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
+                          died=died)
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
                          judging_roles(config, policy))
 

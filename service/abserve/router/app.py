@@ -4,7 +4,8 @@
 arm (an aiohttp session with explicit timeouts and pool limits) and the record writer (the store's
 ``BatchWriter``, or an injected sink in tests). Paths: ``POST /v1/chat/completions``,
 ``POST /v1/completions`` (fanned out), ``GET /v1/models`` (from the primary),
-``GET /livez`` (no backend call), ``GET /readyz`` (primary reachable; others reported),
+``GET /livez`` (no backend call), ``GET /readyz`` (every arm's ``/health`` answers 200;
+otherwise 503 with the reason per arm: a dead arm makes every exchange useless),
 ``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
 On shutdown the exchanges in flight are drained and their records flushed.
 A client's ``X-Request-ID`` is recorded in the exchange's tags (``client_request_id``) beside
@@ -132,10 +133,14 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
     async def readyz(request: Request) -> Response:
         state = _state(request)
         names = list(state.clients)
-        results = await asyncio.gather(*(_healthy(state.clients[n]) for n in names))
-        arms = dict(zip(names, results, strict=True))
-        ready = arms[settings.primary]
-        return JSONResponse({"ready": ready, "arms": arms}, status_code=200 if ready else 503)
+        problems = await asyncio.gather(*(arm_problem(state.clients[n]) for n in names))
+        down = {name: why for name, why in zip(names, problems, strict=True) if why is not None}
+        ready = not down  # an exchange needs every arm: one dead arm makes every record useless
+        body: dict[str, Any] = {"ready": ready, "arms": {name: name not in down for name in names}}
+        if down:
+            body["reason"] = "; ".join(f"arm {name!r} {why}" for name, why in down.items())
+            log.warning("not ready: %s", body["reason"])
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -154,11 +159,16 @@ async def _on_router_error(request: Request, exc: RouterError) -> Response:
     return error_response(exc)
 
 
-async def _healthy(client: ArmClient) -> bool:
+async def arm_problem(client: ArmClient, timeout_s: float = 2.0) -> str | None:
+    """Why an arm is not serving (its ``/health`` answer, or why there was none); None when
+    it answers 200. vLLM answers 503 once its engine died; a dead server answers nothing."""
     try:
-        return (await client.get("/health", timeout_s=2.0)).status_code == 200
-    except (UpstreamError, TimeoutError):
-        return False
+        status = (await client.get("/health", timeout_s=timeout_s)).status_code
+    except UpstreamError as exc:
+        return f"is unreachable ({exc})"
+    except TimeoutError:
+        return f"did not answer /health within {timeout_s:g} s"
+    return None if status == 200 else f"answered /health with HTTP {status}"
 
 
 def _admit(state: RouterState) -> None:
