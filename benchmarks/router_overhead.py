@@ -64,7 +64,7 @@ def make_body() -> bytes:
         raw = rng.randbytes(190_000)
         parts.append({"type": "image_url", "image_url": {
             "url": "data:image/png;base64," + base64.b64encode(raw).decode()}})
-    body = {"model": "fake-model", "stream": True, "max_tokens": 16,
+    body = {"model": "fake-model", "stream": True, "max_tokens": 16, "temperature": 0,
             "messages": [{"role": "user", "content": parts}]}
     return orjson.dumps(body)
 

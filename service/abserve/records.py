@@ -82,7 +82,7 @@ class Exchange(BaseModel):
     request_id: str  # returned to the client in the ``x-abserve-request-id`` header
     endpoint: Literal["chat/completions", "completions"]
     stream: bool
-    fingerprint: str  # sha256 of the canonical request; image bytes hashed, never stored
+    fingerprint: str  # BLAKE3 of the canonical request; image bytes hashed, never stored
     prompt_text: str | None = None  # stored only when the router is configured to
     image_hashes: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)  # from x-abserve-* request headers

@@ -88,7 +88,7 @@ def test_record_has_every_arm_tokens_times_and_logprobs(routed, pair) -> None:
     (ex,) = sink.wait_for(1)
     assert ex.request_id == resp.headers["x-abserve-request-id"]
     assert ex.tags == {"profile": "few-images", "items": "1"}
-    assert ex.image_hashes and ex.image_hashes[0].startswith("sha256:")
+    assert ex.image_hashes and ex.image_hashes[0].startswith("blake3:")
     assert ex.prompt_text is None and "base64" not in ex.model_dump_json()
     assert set(ex.arms) == {"a", "b"}
     for arm in ex.arms.values():

@@ -107,7 +107,7 @@ async def test_identify_hashes_every_image_and_keeps_no_url() -> None:
               {"type": "audio_url", "audio_url": {"url": DATA}},
               {"type": "text", "text": "words"}]
     ident = identify(await checked(chat(*shapes)), keep_text=True)
-    assert len(ident.image_hashes) == 3 and all(h.startswith("sha256:") for h in ident.image_hashes)
+    assert len(ident.image_hashes) == 3 and all(h.startswith("blake3:") for h in ident.image_hashes)
     assert ident.prompt_text == "words"
     other = identify(await checked(chat(*shapes[:-1], {"type": "text", "text": "other"})), True)
     assert other.image_hashes == ident.image_hashes and other.fingerprint != ident.fingerprint

@@ -37,7 +37,7 @@ _SPACE = 16**16  # the first 16 hex digits of the fingerprint, as a fraction of 
 
 
 def sampled(fingerprint: str, fraction: float) -> bool:
-    """Whether the exchange with this (sha256 hex) fingerprint gets a prompt-logprob probe."""
+    """Whether the exchange with this (hex digest) fingerprint gets a prompt-logprob probe."""
     if fraction <= 0.0:
         return False
     if fraction >= 1.0:

@@ -1,0 +1,156 @@
+"""Where the router's CPU goes per request: each stage of the hot path timed on its own.
+
+The router runs in this process (``tests/support/router_server.RouterServer``) against two
+fake upstreams; one streamed ~1 MB chat request (the overhead benchmark's body: 4 data-URL
+images + text, 16 tokens) goes through it, and the router's own objects from that
+exchange (the client's bytes, the checked request, both arms' stream bytes, the record)
+are then fed to each stage again and again, timed with ``time.process_time`` (CPU, so other
+jobs on the machine do not count). Stages:
+
+- before fan-out (on the client's latency path): parse, depth check, schema, content
+  parts + media URLs, augment + arm payload;
+- per arm, while streaming: SSE parsing and folding chunks into the transcript;
+- after the answer (off the latency path, still CPU): identity (image hashes and the
+  fingerprint), the arm records, the ``Exchange`` model, metrics, the store row
+  (serialisation) and the store insert (SQLite, batches of 64, one transaction each).
+
+What this cannot time on its own (HTTP parsing, reading the body from the socket, sending
+1 MB to each arm, the relay to the client, the event loop) is the rest of the router's
+CPU per request, measured whole by ``router_overhead.py``.
+
+    .venv/bin/python benchmarks/router_profile.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.router_overhead import make_body  # noqa: E402
+from tests.support.fake_upstream import FakeUpstream, Knobs  # noqa: E402
+from tests.support.router_server import ListSink, RouterServer, dev_settings  # noqa: E402
+
+from abserve.records import ArmOutcome, Exchange, RunInfo  # noqa: E402
+from abserve.router.app import arm_payload  # noqa: E402
+from abserve.router.augment import augment  # noqa: E402
+from abserve.router.metrics import RouterMetrics  # noqa: E402
+from abserve.router.settings import RouterSettings  # noqa: E402
+from abserve.router.sse import SSEParser, Transcript  # noqa: E402
+from abserve.router.validation import (  # noqa: E402
+    _check_parts,
+    check_depth,
+    check_request,
+    check_schema,
+    identify,
+    parse_json,
+)
+from abserve.store import Store  # noqa: E402
+from abserve.store.store import exchange_row  # noqa: E402
+
+
+def cpu_ms(fn: Callable[[], object], n: int = 200) -> float:
+    """Median-of-5 CPU milliseconds per call of ``fn``."""
+    runs = []
+    for _ in range(5):
+        t = time.process_time()
+        for _ in range(n):
+            fn()
+        runs.append((time.process_time() - t) * 1000 / n)
+    return sorted(runs)[2]
+
+
+def capture(tmp: Path) -> tuple[RouterSettings, Exchange, list[bytes]]:
+    """One real exchange through the in-process router, and the primary's stream bytes."""
+    body = make_body()
+    with FakeUpstream(Knobs(n_tokens=16)) as a, FakeUpstream(Knobs(n_tokens=16)) as b:
+        sink = ListSink()
+        settings = dev_settings({"a": a.url, "b": b.url}, tmp)
+        with RouterServer(settings, sink) as router:
+            url = f"http://127.0.0.1:{router.port}/v1/chat/completions"
+            httpx.post(url, content=body, headers={"content-type": "application/json"},
+                       timeout=30).raise_for_status()
+            exchange = sink.wait_for(1)[0]
+        sent = a.observed.bodies[0]
+    from tests.support.fake_upstream import _Answer
+
+    stream = [*_Answer(sent, True, Knobs(n_tokens=16)).chunks(), b"data: [DONE]\n\n"]
+    return settings, exchange, stream
+
+
+def read_stream(stream: list[bytes]) -> ArmOutcome:
+    import orjson
+
+    parser, transcript = SSEParser(), Transcript()
+    for data in stream:
+        for payload in parser.feed(data):
+            if payload != b"[DONE]":
+                transcript.add(orjson.loads(payload), 0.001)
+    out = ArmOutcome(arm="a")
+    transcript.fill(out)
+    return out
+
+
+def main() -> None:
+    raw = make_body()
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        settings, exchange, stream = capture(tmp)
+        body = parse_json(raw)
+        checked = asyncio.run(check_request("chat/completions", raw, max_images=64,
+                                            allowed_hosts=[]))
+
+        def aug() -> bytes:
+            sent = dict(checked.body)
+            augment(sent, "chat/completions", settings)
+            return arm_payload(raw, checked.body, sent)
+
+        def parts() -> None:
+            asyncio.run(_check_parts(body, 64, []))
+
+        loop_only = cpu_ms(lambda: asyncio.run(asyncio.sleep(0)))
+        arms = exchange.arms
+        metrics = RouterMetrics()
+        store = Store.open(f"sqlite:///{tmp / 'profile.db'}")
+        store.create_run(RunInfo(run_id=exchange.run_id, started_at=time.time()))
+        counter = iter(range(10**9))
+
+        def insert() -> None:
+            batch = [exchange.model_copy(update={"request_id": f"r{next(counter)}"})
+                     for _ in range(64)]
+            store.write_exchanges(batch)
+
+        stages: list[tuple[str, float]] = [
+            ("parse (orjson.loads of 1 MB)", cpu_ms(lambda: parse_json(raw))),
+            ("  of which depth check", cpu_ms(lambda: check_depth(body))),
+            ("schema (pydantic model of the body)",
+             cpu_ms(lambda: check_schema("chat/completions", body))),
+            ("content parts + media URLs", cpu_ms(parts) - loop_only),
+            ("augment + arm payload (no re-encode)", cpu_ms(aug)),
+            ("per arm: SSE parse + transcript + arm record", cpu_ms(lambda: read_stream(stream))),
+            ("identity: image hashes + fingerprint", cpu_ms(lambda: identify(checked, False))),
+            ("Exchange model (2 arms)", cpu_ms(lambda: Exchange(
+                run_id=exchange.run_id, request_id="x", endpoint="chat/completions",
+                stream=True, fingerprint=exchange.fingerprint,
+                image_hashes=exchange.image_hashes, tags={}, started_at=1.0, arms=arms))),
+            ("metrics.observe", cpu_ms(lambda: metrics.observe(exchange, "a"))),
+            ("store row (serialisation)", cpu_ms(lambda: exchange_row(exchange))),
+            ("store insert, SQLite (per exchange, batches of 64)", cpu_ms(insert, 4) / 64),
+        ]
+        store.close()
+    print(f"{'stage':55} CPU ms/request")
+    for name, ms in stages:
+        print(f"{name:55} {ms:.3f}")
+
+
+
+if __name__ == "__main__":
+    main()
