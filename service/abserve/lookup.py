@@ -12,6 +12,12 @@ item whose ``offset`` is at or after ``end``; callers loop ``range(lo, hi)``. It
   while offsets are below ``end``. It returns exactly the bisect pair whenever both the offsets
   and the ends are non-decreasing (sorted, non-overlapping input is one such case), for any
   window, degenerate or inverted ones included.
+- :func:`hybrid_window` is abserve's own candidate: the linear scan for lists of fewer than
+  ``HYBRID_THRESHOLD`` items (where a scan beats two binary searches), bisect from there on.
+  It equals vLLM's helper on the helper's documented input (and wherever offsets and ends are
+  non-decreasing). The threshold is measured (``benchmarks/hybrid_threshold.py``) and can be
+  overridden per process with ``ABSERVE_MM_HYBRID_THRESHOLD`` or per call site with
+  :func:`make_hybrid`.
 - :func:`linear_examined` and :func:`bisect_probes` count the work a call did from its result
   alone (exactly, with no instrumentation inside the lookup), so a caller can time the bare
   lookup and count afterwards; :func:`linear_window_counted` / :func:`bisect_window_counted`
@@ -24,11 +30,14 @@ Standard library only: the vLLM plugin imports this module inside every vLLM ser
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 __all__ = [
+    "HYBRID_THRESHOLD",
+    "HYBRID_THRESHOLD_ENV",
     "LOOKUPS",
     "Feature",
     "Position",
@@ -39,10 +48,22 @@ __all__ = [
     "bisect_window",
     "bisect_window_counted",
     "check_window_preconditions",
+    "hybrid_examined",
+    "hybrid_threshold",
+    "hybrid_window",
     "linear_examined",
     "linear_window",
     "linear_window_counted",
+    "make_hybrid",
 ]
+
+# Items from which the hybrid lookup bisects instead of scanning. Measured with
+# benchmarks/hybrid_threshold.py on real vLLM feature objects (vLLM 0.32, this 2-core machine):
+# summing a decode-step call (window past every item, the scan's worst case; crossover 10) and a
+# mid-prompt chunk (crossover 16-20), vLLM's helper is faster from 12 items on, in both runs
+# (benchmarks/hybrid_threshold.md).
+HYBRID_THRESHOLD = 12
+HYBRID_THRESHOLD_ENV = "ABSERVE_MM_HYBRID_THRESHOLD"
 
 
 class Position(Protocol):
@@ -107,6 +128,53 @@ def _first_ending_after(features: Sequence[Feature], i: int, start: int) -> int:
     return i
 
 
+def hybrid_threshold() -> int:
+    """The threshold in force: ``ABSERVE_MM_HYBRID_THRESHOLD`` when set, else the measured one."""
+    raw = os.environ.get(HYBRID_THRESHOLD_ENV, "").strip()
+    if not raw:
+        return HYBRID_THRESHOLD
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{HYBRID_THRESHOLD_ENV}={raw!r}: expected a whole number of items") from None
+    if value < 0:
+        raise ValueError(f"{HYBRID_THRESHOLD_ENV}={value}: expected 0 or more items")
+    return value
+
+
+Window = Callable[[Sequence[Feature], int, int], tuple[int, int]]
+
+
+def make_hybrid(threshold: int, bisector: Window = bisect_window) -> Window:
+    """A hybrid lookup: ``linear_window`` below ``threshold`` items, ``bisector`` from there on
+    (``bisector`` is vLLM's own helper inside a server, so only the scan is abserve's code)."""
+
+    def hybrid(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+        if len(features) < threshold:
+            return linear_window(features, start, end)
+        return bisector(features, start, end)
+
+    hybrid.__name__ = hybrid.__qualname__ = "hybrid_window"
+    return hybrid
+
+
+def hybrid_window(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+    """``(lo, hi)`` of the items overlapping ``[start, end)``: scan below the threshold, else bisect.
+
+    Equal to vLLM's helper whenever offsets and ends are both non-decreasing."""
+    if len(features) < hybrid_threshold():
+        return linear_window(features, start, end)
+    return bisect_window(features, start, end)
+
+
+def hybrid_examined(num_items: int, lo: int, hi: int, threshold: int | None = None) -> int:
+    """Work :func:`hybrid_window` did: items scanned below the threshold, key probes above."""
+    limit = hybrid_threshold() if threshold is None else threshold
+    if num_items < limit:
+        return linear_examined(num_items, lo, hi)
+    return bisect_probes(num_items, lo, hi)
+
+
 def linear_examined(num_items: int, lo: int, hi: int) -> int:
     """Distinct items :func:`linear_window` read to return ``(lo, hi)`` over ``num_items`` items.
 
@@ -161,6 +229,7 @@ class WindowLookup:
 LOOKUPS: dict[str, WindowLookup] = {
     "linear": WindowLookup("linear", linear_window, linear_examined),
     "bisect": WindowLookup("bisect", bisect_window, bisect_probes),
+    "hybrid": WindowLookup("hybrid", hybrid_window, hybrid_examined),
 }
 
 

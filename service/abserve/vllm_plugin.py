@@ -3,7 +3,9 @@
 Registered under the ``vllm.general_plugins`` entry point, so vLLM calls ``register()``
 once in every process it starts (API server, engine core, workers).
 
-- ``ABSERVE_MM_LOOKUP=linear|bisect`` selects the lookup. Unset or empty: this plugin
+- ``ABSERVE_MM_LOOKUP=linear|bisect|hybrid`` selects the lookup (``hybrid``: the linear
+  scan below ``ABSERVE_MM_HYBRID_THRESHOLD`` items, default ``abserve.lookup.HYBRID_THRESHOLD``,
+  vLLM's own helper from there on). Unset or empty: this plugin
   does nothing at all, and vLLM runs untouched.
 - ``ABSERVE_MM_LOOKUP_SCOPE=runner`` (default) patches the model-runner modules that bind
   ``get_mm_features_in_window`` by name (MRV2 ``encoder_runner`` and ``mm_pruning``, V1
@@ -16,8 +18,9 @@ Modules are patched when they are imported (an import hook), never imported here
 API server does not load the model runner. A module absent from the installed vLLM is
 skipped and recorded as such (vLLM 0.24-0.33 differ); a module that exists but does not
 bind the helper is recorded too. ``bisect`` wraps vLLM's own helper (the change under
-test, unmodified); ``linear`` runs ``abserve.lookup.linear_window`` (the pre-change scan).
-Both wrappers pay the same counting overhead. Stdlib and vLLM only.
+test, unmodified); ``linear`` runs ``abserve.lookup.linear_window`` (the pre-change scan);
+``hybrid`` dispatches between the two on the number of items. All wrappers pay the same
+counting overhead. Stdlib and vLLM only.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ logger = logging.getLogger("abserve.vllm_plugin")
 MODE_ENV = "ABSERVE_MM_LOOKUP"
 SCOPE_ENV = "ABSERVE_MM_LOOKUP_SCOPE"
 TELEMETRY_ENV = "ABSERVE_TELEMETRY_DIR"
-MODES = ("linear", "bisect")
+MODES = ("linear", "bisect", "hybrid")
 HELPER = "get_mm_features_in_window"
 
 RUNNER_MODULES = (
@@ -212,8 +215,8 @@ def make_lookup(
     The work count is computed from the result after the timed call (exact, see
     ``abserve.lookup``), so both arms pay the same small bookkeeping outside the timing.
     """
-    chosen = mutants.mutate_lookup(mutant, vllm_helper if mode == "bisect" else lookup.linear_window)
-    examined = lookup.bisect_probes if mode == "bisect" else lookup.linear_examined
+    chosen, examined = _lookup_of(mode, vllm_helper)
+    chosen = mutants.mutate_lookup(mutant, chosen)
 
     @wraps(vllm_helper)
     def counted_lookup(mm_features: Sequence[Any], start: int, end: int) -> tuple[int, int]:
@@ -227,6 +230,21 @@ def make_lookup(
 
     counted_lookup.abserve_mode = mode if mutant is None else f"{mode}+{mutant}"  # type: ignore[attr-defined]
     return counted_lookup
+
+
+def _lookup_of(mode: str, vllm_helper: Callable[..., tuple[int, int]]
+               ) -> tuple[Callable[..., tuple[int, int]], Callable[[int, int, int], int]]:
+    """The lookup a mode runs and the function that counts its work from its result."""
+    if mode == "bisect":
+        return vllm_helper, lookup.bisect_probes
+    if mode == "hybrid":
+        threshold = lookup.hybrid_threshold()
+
+        def examined(n: int, lo: int, hi: int) -> int:
+            return lookup.hybrid_examined(n, lo, hi, threshold)
+
+        return lookup.make_hybrid(threshold, vllm_helper), examined
+    return lookup.linear_window, lookup.linear_examined
 
 
 def _count_fault() -> None:

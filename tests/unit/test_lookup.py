@@ -25,9 +25,13 @@ from abserve.lookup import (
     bisect_window,
     bisect_window_counted,
     check_window_preconditions,
+    hybrid_examined,
+    hybrid_threshold,
+    hybrid_window,
     linear_examined,
     linear_window,
     linear_window_counted,
+    make_hybrid,
 )
 
 # vLLM types its helper for its own feature class; it reads only ``mm_position``.
@@ -121,6 +125,7 @@ def test_both_agree_with_vllm_on_sorted_disjoint(c: tuple[Spans, tuple[int, int]
     expected = get_mm_features_in_window(f, start, end)
     assert bisect_window(f, start, end) == expected
     assert linear_window(f, start, end) == expected
+    assert hybrid_window(f, start, end) == expected
     assert check_window_preconditions(f) is None
     lo, hi = expected
     assert list(range(lo, hi)) == old_loop(spans, start, end)  # sane input: all three select alike
@@ -191,6 +196,7 @@ def test_work_counts_scale_as_expected() -> None:
     assert {name: lk.window for name, lk in LOOKUPS.items()} == {
         "linear": linear_window,
         "bisect": bisect_window,
+        "hybrid": hybrid_window,
     }
 
 
@@ -205,6 +211,7 @@ def test_real_vllm_feature_specs() -> None:
     for start, end in [(0, 5), (5, 12), (14, 20), (13, 30), (24, 40)]:
         expected = get_mm_features_in_window(f, start, end)
         assert bisect_window(f, start, end) == linear_window(f, start, end) == expected
+        assert hybrid_window(f, start, end) == expected
     assert check_window_preconditions(f) is None
 
 
@@ -243,6 +250,69 @@ def test_edge_case_pinned(name: str) -> None:
     assert bisect_window(f, start, end) == want_bisect
     assert linear_window(f, start, end) == want_linear
     assert old_loop(spans, start, end) == want_old
+
+
+# --- the hybrid lookup ----------------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(case(monotone(), ordered=False), st.integers(0, 45))
+def test_hybrid_equals_vllm_whenever_offsets_and_ends_are_monotone(
+    c: tuple[Spans, tuple[int, int]], threshold: int
+) -> None:
+    """At every threshold (so both branches run on lists of every size), as vLLM's helper."""
+    spans, (start, end) = c
+    f = feats(spans)
+    expected = get_mm_features_in_window(f, start, end)
+    assert make_hybrid(threshold)(f, start, end) == expected
+    assert make_hybrid(threshold, get_mm_features_in_window)(f, start, end) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_SPANS, ANY_POINT, ANY_POINT, st.integers(0, 45))
+def test_hybrid_is_linear_below_the_threshold_and_bisect_from_it(
+    spans: Spans, start: int, end: int, threshold: int
+) -> None:
+    """On any input (unsorted, overlapping): exactly one of the two, chosen by the item count."""
+    f = feats(spans)
+    chosen = linear_window if len(f) < threshold else bisect_window
+    assert make_hybrid(threshold)(f, start, end) == chosen(f, start, end)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case(monotone(), ordered=False), st.integers(0, 45))
+def test_hybrid_examined_counts_the_work_of_the_branch_taken(
+    c: tuple[Spans, tuple[int, int]], threshold: int
+) -> None:
+    spans, (start, end) = c
+    f, log = probes(spans)
+    lo, hi = make_hybrid(threshold)(f, start, end)
+    work = hybrid_examined(len(f), lo, hi, threshold)
+    if len(f) < threshold:
+        assert work == len(set(log))
+    else:
+        assert work == len(log)
+
+
+def test_hybrid_threshold_is_the_measured_constant_unless_overridden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from abserve import lookup
+
+    monkeypatch.delenv(lookup.HYBRID_THRESHOLD_ENV, raising=False)
+    assert hybrid_threshold() == lookup.HYBRID_THRESHOLD
+    f, log = probes([(10 * i, 4) for i in range(lookup.HYBRID_THRESHOLD - 1)])
+    hybrid_window(f, 10**6, 10**6 + 1)  # a decode step past every item: the scan reads them all
+    assert len(set(log)) == len(f)
+    monkeypatch.setenv(lookup.HYBRID_THRESHOLD_ENV, "2")
+    assert hybrid_threshold() == 2
+    log.clear()
+    hybrid_window(f, 10**6, 10**6 + 1)  # now bisect: two searches of ~log2(n) probes
+    assert len(log) == bisect_probes(len(f), len(f), len(f))
+    for bad in ("many", "-1"):
+        monkeypatch.setenv(lookup.HYBRID_THRESHOLD_ENV, bad)
+        with pytest.raises(ValueError, match=lookup.HYBRID_THRESHOLD_ENV):
+            hybrid_threshold()
 
 
 # --- precondition checker -------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("mode", ["linear", "bisect"])
+@pytest.mark.parametrize("mode", ["linear", "bisect", "hybrid"])
 def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> None:
     result = run_python(PROBE, {"ABSERVE_MM_LOOKUP": mode, "ABSERVE_TELEMETRY_DIR": str(tmp_path)})
     modes = result["modes"]
@@ -101,6 +101,10 @@ def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
     assert bisect["examined"] == bisect_probes(100, 50, 52) + bisect_probes(100, 0, 1)
     assert 2 * 2 * 6 <= bisect["examined"] <= 2 * 2 * 7  # two bisects of ~log2(100) probes, twice
     assert linear["hist"] == {"64": 2} and int(linear["ns"]) > 0  # type: ignore[call-overload]
+    # hybrid: 100 items is above the default threshold (vLLM's helper), below a raised one (the scan)
+    assert run_python(code, {"ABSERVE_MM_LOOKUP": "hybrid"})["examined"] == bisect["examined"]
+    raised = {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}
+    assert run_python(code, raised)["examined"] == linear["examined"]
 
 
 def test_absent_and_non_binding_modules_are_skipped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,5 +115,5 @@ def test_absent_and_non_binding_modules_are_skipped_and_said_so(monkeypatch: pyt
 
 def test_invalid_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ABSERVE_MM_LOOKUP", "binary")
-    with pytest.raises(ValueError, match="expected one of linear, bisect"):
+    with pytest.raises(ValueError, match="expected one of linear, bisect, hybrid"):
         vllm_plugin.register()
