@@ -234,8 +234,8 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
             max_error_rate=config.load.max_error_rate, tags=tags,
             shape=config.load.shape, rate=config.load.rate,
         )
-        if summary.exit_code != 0 and summary.stop_reason:
-            raise RunError(f"load {item.profile} stopped: {summary.stop_reason}; see {summary.log_path}")
+        if summary.abort_reason:
+            raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
         sent += summary.requests_sent
     return block_record(block, started, time.time(), sent, pinned)
 

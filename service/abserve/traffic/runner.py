@@ -46,6 +46,16 @@ class LoadSummary:
     def error_rate(self) -> float:
         return self.failures / self.requests_sent if self.requests_sent else 0.0
 
+    @property
+    def abort_reason(self) -> str | None:
+        """Why the load stopped before sending its requests, or None when it completed.
+
+        Locust's exit code alone does not say so: it is 1 whenever any request failed
+        (``--exit-code-on-error``), even one below the allowed error rate, which the judgment
+        weighs; only a stop reason other than ``completed`` (error rate exceeded, setup) does.
+        """
+        return self.stop_reason if self.stop_reason not in (None, "completed") else None
+
 
 def locust_args(profile: str | Path, host: str, *, requests: int | None, duration: float | None,
                 users: int, seed: int | None, run_id: str, out_dir: Path, shape: ShapeName,
