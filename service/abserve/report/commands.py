@@ -1,8 +1,11 @@
 """CLI commands of the judgment: ``abserve report`` and ``abserve plan``; they only read the store.
 
-``abserve report RUN_ID --db URL --out DIR [--baseline RUN_ID] [--policy FILE]`` writes the four
-report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclusive or marginal,
-3 invalid); 4 means the report could not be made (unknown run, unreadable store or policy).
+``abserve report RUN_ID --out DIR [--db URL] [--policy FILE] [--baseline RUN_ID]`` writes the
+four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclusive or
+marginal, 3 invalid); 4 means the report could not be made (unknown run, unreadable store or
+policy). Without ``--db`` the store holding RUN_ID is found under ``--runs`` (``runs/``);
+without ``--policy`` the policy the run was judged with is used (``abserve.report.locate``);
+the command says which store and policy it used.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import typer
 if TYPE_CHECKING:
     from abserve.compare import Judgment, Policy
     from abserve.compare.plan import Plan
+    from abserve.records import Exchange
     from abserve.report import ReportPaths
     from abserve.store import Store
 
@@ -53,12 +57,21 @@ def _policy(path: Path) -> Policy:
 
 def judge_run(store: Store, run_id: str, policy: Policy) -> Judgment:
     """Read one run and its exchanges from the store and judge them."""
+    return judge_with_evidence(store, run_id, policy)[0]
+
+
+def judge_with_evidence(store: Store, run_id: str, policy: Policy) -> tuple[Judgment, dict[str, Exchange]]:
+    """Judge one run; also return the exchanges the report shows side by side (its mismatches)."""
     from abserve.compare import judge
+    from abserve.report.evidence import wanted
 
     run = store.get_run(run_id)
     if run is None:
         raise ReportError(f"no run {run_id!r} in the store")
-    return judge(run, store.iter_exchanges(run_id), policy)
+    exchanges = list(store.iter_exchanges(run_id))
+    judgment = judge(run, exchanges, policy)
+    ids = wanted(judgment)
+    return judgment, {ex.request_id: ex for ex in exchanges if ex.request_id in ids}
 
 
 def build_report(
@@ -72,12 +85,40 @@ def build_report(
     policy = policy or _policy(policy_path)
     store = open_store(db)
     try:
-        judgment = judge_run(store, run_id, policy)
+        judgment, evidence = judge_with_evidence(store, run_id, policy)
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
     finally:
         store.close()
     judgment.provenance["judged_by"] = judged_by()
-    return write_report(judgment, out, baseline=baseline)
+    return write_report(judgment, out, baseline=baseline, exchanges=evidence)
+
+
+def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
+    """The store URL, the policy and a line saying where both came from."""
+    from abserve.report.locate import LocateError, find_policy, find_store
+
+    try:
+        path = find_store(run_id, runs) if db is None else None
+    except LocateError as exc:
+        raise ReportError(str(exc)) from exc
+    url = db or f"sqlite:///{path}"
+    where = f"store: {url if db else path}"
+    if policy is not None:
+        return url, _policy(policy), f"{where}; policy: {policy} (--policy)"
+    if path is None and url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+    store = open_store(url)
+    try:
+        run = store.get_run(run_id)
+    finally:
+        store.close()
+    if run is None:
+        raise ReportError(f"no run {run_id!r} in the store")
+    try:
+        found = find_policy(run_id, path, run.provenance)
+    except LocateError as exc:
+        raise ReportError(str(exc)) from exc
+    return url, found.policy, f"{where}; policy: {found.policy.name} from {found.source}"
 
 
 def judged_by() -> dict[str, object]:
@@ -92,16 +133,22 @@ def judged_by() -> dict[str, object]:
 
 def report(
     run_id: Annotated[str, typer.Argument(help="The run to judge.")],
-    db: DbOption,
     out: Annotated[Path, typer.Option("--out", help="Directory for the report files.")],
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Store URL (default: the SQLite store under --runs that holds RUN_ID).")] = None,
     baseline: Annotated[
         str | None, typer.Option("--baseline", help="Another run to show side by side.")
     ] = None,
-    policy: PolicyOption = DEFAULT_POLICY,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", help="Policy YAML (default: the policy the run was judged with).")] = None,
+    runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
+        "runs"),
 ) -> None:
     """Judge RUN_ID and write report.html, report.md, report.json and junit.xml into OUT."""
     try:
-        paths = build_report(db, run_id, out, policy, baseline)
+        url, chosen, where = locate(run_id, db, policy, runs)
+        typer.echo(where)
+        paths = build_report(url, run_id, out, DEFAULT_POLICY, baseline, policy=chosen)
     except ReportError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(USAGE_ERROR) from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
-from abserve.report import svg, views
+from abserve.records import Exchange
+from abserve.report import effect, evidence, sentences, svg, views
 
 
 @dataclass(frozen=True)
@@ -53,16 +55,21 @@ def _env() -> Environment:
     return env
 
 
-def charts(j: Judgment) -> dict[str, Markup]:
-    """Every plot of the HTML report, as inline SVG."""
+def charts(j: Judgment) -> tuple[dict[str, Markup], dict[str, str]]:
+    """Every plot of the HTML report, as inline SVG, and for each plot left out the one line
+    saying why (a panel without data is never drawn empty)."""
     out: dict[str, Markup] = {}
+    notes: dict[str, str] = {}
     for metric in ("ttft", "tpot", "itl", "e2e"):
         series = {
             name: [(v * 1000, q) for v, q in zip(arm.distributions[metric], PERCENTILES, strict=True)]
             for name, arm in j.arms.items()
-            if metric in arm.distributions
+            if metric in arm.distributions and any(math.isfinite(v) for v in arm.distributions[metric])
         }
-        out[f"dist_{metric}"] = svg.lines(series, f"{metric} distribution per arm", f"{metric} (ms)")
+        if series:
+            out[f"dist_{metric}"] = svg.lines(series, f"{metric} distribution per arm", f"{metric} (ms)")
+        else:
+            notes[f"dist_{metric}"] = f"{metric} distribution: no arm has a {metric} value."
     rows = [  # per-item costs are in another unit: their own trajectory chart shows them
         svg.IntervalRow(
             m.name,
@@ -75,20 +82,21 @@ def charts(j: Judgment) -> dict[str, Markup]:
         for m in j.metrics
         if m.estimate is not None and not views.is_per_item(m)
     ]
-    out["paired"] = svg.intervals(rows, "paired differences (candidate - baseline)", "ms")
-    if j.equality:
+    if rows:
+        out["paired"] = svg.intervals(rows, "paired differences (candidate - baseline)", "ms")
+    else:
+        notes["paired"] = "Paired differences: no gate has an estimate (too few pairs)."
+    if j.equality and j.equality[0].summary.mismatches:
         main = j.equality[0]
         pair = f"{main.left} vs {main.right}"
-        out["by_position"] = svg.bars(
-            {k: float(v) for k, v in main.by_position.items()},
-            f"{pair}: first difference by output position",
-            "exchanges",
-        )
-        out["drift_by_position"] = svg.bars(
-            {k: float(v) for k, v in main.drift_by_position.items()},
-            f"{pair}: first logprob drift by output position",
-            "exchanges",
-        )
+        for key, data, title in (
+            ("by_position", main.by_position, "first difference by output position"),
+            ("drift_by_position", main.drift_by_position, "first logprob drift by output position"),
+        ):
+            if data:
+                out[key] = svg.bars({k: float(v) for k, v in data.items()}, f"{pair}: {title}", "exchanges")
+            else:
+                notes[key] = f"{pair}: {title}: none of the mismatches is of this kind."
         out["by_items"] = svg.bars(
             {k: (c.mismatches / c.total if c.total else 0.0) for k, c in main.by_items.items()},
             f"{pair}: mismatch rate by items per request",
@@ -96,17 +104,20 @@ def charts(j: Judgment) -> dict[str, Markup]:
         )
     tele = {n: a.telemetry for n, a in j.arms.items()}
     steps = {n: t.gather_calls or t.lookup_calls for n, t in tele.items()}
-    out["items_per_step"] = svg.bars(
-        {n: t.items_examined / steps[n] if steps[n] else 0.0 for n, t in tele.items()},
-        "lookup: items examined per engine step",
-        "items",
-    )
-    out["lookup_us"] = svg.bars(
-        {n: t.lookup_seconds / steps[n] * 1e6 if steps[n] else 0.0 for n, t in tele.items()},
-        "lookup: time per engine step",
-        "µs",
-    )
-    return out
+    if any(steps.values()):
+        out["items_per_step"] = svg.bars(
+            {n: t.items_examined / steps[n] if steps[n] else 0.0 for n, t in tele.items()},
+            "lookup: items examined per engine step",
+            "items",
+        )
+        out["lookup_us"] = svg.bars(
+            {n: t.lookup_seconds / steps[n] * 1e6 if steps[n] else 0.0 for n, t in tele.items()},
+            "lookup: time per engine step",
+            "µs",
+        )
+    else:
+        notes["lookup"] = "Lookup telemetry: no arm recorded a lookup call (plugin not loaded or no proof)."
+    return out, notes
 
 
 def _finite(value: object) -> object:
@@ -150,15 +161,26 @@ def junit_xml(j: Judgment) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
-def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None) -> ReportPaths:
-    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side."""
+def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,
+                 exchanges: Mapping[str, Exchange] | None = None) -> ReportPaths:
+    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side;
+    ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``) lets the report
+    show each mismatching request's outputs side by side."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
+    plots, missing = charts(judgment)
+    first = sentences.first_screen(judgment)
     context = {
         "j": judgment,
         "base": baseline,
-        "charts": charts(judgment),
+        "charts": plots,
+        "missing": missing,
+        "sentences": first,
+        "effect": effect.effect(judgment),
+        "mismatches": evidence.mismatches(judgment, exchanges),
+        "has_exchanges": exchanges is not None,
+        "image_note": evidence.IMAGE_NOTE,
         "story": views.story(judgment),
         "seqlog": views.sequential_log(judgment),
         "gate_views": views.gate_views(judgment),
@@ -175,6 +197,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
     payload = judgment.model_dump(mode="json")
     payload["summary"] = views.summary(judgment)  # a digest beside the model, not part of it
+    payload["summary"]["sentences"] = [{"text": x.text, "evidence": x.anchor, "tone": x.tone} for x in first]
     if baseline is not None:
         payload["baseline_run"] = baseline.model_dump(mode="json")
     text = json.dumps(_finite(payload), indent=1, sort_keys=True, allow_nan=False)

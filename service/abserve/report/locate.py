@@ -1,0 +1,112 @@
+"""Where a run's store and policy are when ``abserve report RUN_ID`` is not told.
+
+Store: every SQLite file under the runs folder (``runs/`` by default, at most four levels deep:
+``runs/latest/abserve.db``, ``runs/selftest/<experiment>/abserve.db``) that holds ``RUN_ID`` is a
+candidate; each is read through SQLite's read-only mode, so a file that is not an abserve store
+is never changed. One candidate is the store; none or several is an error that names them.
+
+Policy, in order: the ``policy`` block of the ``report.json`` that ``abserve run`` wrote beside
+the store for this run (exactly what the run was judged with, arm roles included); else the
+policy file whose SHA-256 the run's provenance recorded (``policy_sha256``), looked for under
+``configs/``; else an error asking for ``--policy`` (never a silent default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from abserve.compare import Policy, PolicyError, load_policy
+
+MAX_DEPTH = 4
+
+
+class LocateError(RuntimeError):
+    """The store or the policy of a run cannot be found without being told."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """A policy and where it came from (said on the command line)."""
+
+    policy: Policy
+    source: str
+
+
+def _holds(db: Path, run_id: str) -> bool:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT 1 FROM abserve_runs WHERE run_id = ?", (run_id,)).fetchone()
+    except sqlite3.Error:
+        return False  # not an abserve store (or unreadable): not a candidate
+    return row is not None
+
+
+def sqlite_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for depth in range(MAX_DEPTH + 1):
+        found += sorted(p for p in root.glob("/".join(["*"] * depth + ["*.db"])) if p.is_file())
+    return found
+
+
+def find_store(run_id: str, runs: Path) -> Path:
+    """The one SQLite store under ``runs`` that holds ``run_id``."""
+    if not runs.is_dir():
+        raise LocateError(f"no --db given and no runs folder at {runs} to look in; pass --db URL")
+    files = sqlite_files(runs)
+    hits = [p for p in files if _holds(p, run_id)]
+    if not hits:
+        raise LocateError(f"no store under {runs} holds run {run_id!r} ({len(files)} SQLite files "
+                          "looked at); pass --db URL")
+    if len(hits) > 1:
+        names = ", ".join(str(p) for p in hits)
+        raise LocateError(f"run {run_id!r} is in several stores ({names}); pass --db URL")
+    return hits[0]
+
+
+def _from_report(store: Path, run_id: str) -> Found | None:
+    path = store.parent / "report.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id") != run_id or not isinstance(data.get("policy"), dict):
+        return None
+    try:
+        return Found(Policy.model_validate(data["policy"]), f"the run's report {path}")
+    except ValueError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _from_provenance(provenance: dict[str, object], configs: Path) -> Found | None:
+    digest = provenance.get("policy_sha256")
+    if not isinstance(digest, str) or not configs.is_dir():
+        return None
+    for path in sorted(configs.rglob("*.yaml")):
+        if _sha256(path) == digest:
+            try:
+                return Found(load_policy(path), f"{path} (its SHA-256 is the one the run recorded)")
+            except PolicyError:
+                continue
+    return None
+
+
+def find_policy(run_id: str, store: Path | None, provenance: dict[str, object],
+                configs: Path = Path("configs")) -> Found:
+    """The policy ``run_id`` was judged with (see the module docstring)."""
+    found = _from_report(store, run_id) if store is not None else None
+    found = found or _from_provenance(provenance, configs)
+    if found is None:
+        recorded = provenance.get("policy_sha256")
+        hint = (f"its recorded policy SHA-256 {str(recorded)[:12]}… matches no file under {configs}"
+                if recorded else "the run records no policy (a by-hand or compose run)")
+        raise LocateError(f"cannot tell which policy run {run_id!r} was judged with: {hint}; "
+                          "pass --policy FILE")
+    return found
