@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX, RunInfo
 from abserve.router.augment import augment, check_sampling
@@ -59,6 +60,7 @@ class RouterState:
     clients: dict[str, ArmClient]
     metrics: RouterMetrics
     recorder: Recorder
+    answering: int = 0  # clients admitted whose response is not yet sent in full
 
 
 @asynccontextmanager
@@ -172,10 +174,48 @@ async def arm_problem(client: ArmClient, timeout_s: float = 2.0) -> str | None:
 
 
 def _admit(state: RouterState) -> None:
-    if state.recorder.admitted >= state.settings.max_concurrency:
-        state.metrics.rejected.labels(reason="capacity").inc()
-        raise RouterError(503, "router at capacity, retry later",
-                          headers={"Retry-After": str(state.settings.retry_after_s)})
+    """Refuse a request (503) when ``max_concurrency`` clients are being answered, or when
+    ``max_shadow_backlog`` exchanges have answered their client but still wait for an arm."""
+    s = state.settings
+    reason, message = None, ""
+    if state.answering >= s.max_concurrency:
+        reason, message = "capacity", "router at capacity, retry later"
+    elif state.recorder.admitted - state.answering >= s.max_shadow_backlog:
+        reason, message = "shadow_backlog", "arms behind on earlier requests, retry later"
+    if reason is not None:
+        state.metrics.rejected.labels(reason=reason).inc()
+        raise RouterError(503, message, headers={"Retry-After": str(s.retry_after_s)})
+
+
+class Admitted(Response):
+    """The client's response; its admission slot is freed once it is sent (or failed), not
+    when the last arm ends: a hung shadow holds only a place in ``max_shadow_backlog``."""
+
+    def __init__(self, inner: Response, release: Callable[[], None]) -> None:
+        self.inner, self.release, self.background = inner, release, None
+        self.status_code, self.raw_headers = inner.status_code, inner.raw_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            self.release()
+        if self.background is not None:
+            await self.background()
+
+
+def _releaser(state: RouterState) -> Callable[[], None]:
+    """Take a client's admission slot; the function returned gives it back (once)."""
+    state.answering += 1
+    held = True
+
+    def release() -> None:
+        nonlocal held
+        if held:
+            held = False
+            state.answering -= 1
+
+    return release
 
 
 def _tags(request: Request) -> dict[str, str]:
@@ -252,6 +292,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     fan = FanOut(calls)
     state.recorder.admitted += 1
     state.metrics.in_flight.set(state.recorder.admitted)
+    release = _releaser(state)
     fan.start()
     tags, headers = _tags(request), {REQUEST_ID_HEADER: request_id}
     client_id, refused = client_request_id(request.headers.get(CLIENT_ID_HEADER))
@@ -260,6 +301,11 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     elif refused is not None:
         tags[CLIENT_ID_REFUSED_TAG] = refused
     state.recorder.track(checked, fan, request_id, started_at, tags)
-    return await respond(relay, fan, request.receive, headers,
-                         wait_all=s.client_waits_for == "all_arms")
+    try:
+        response = await respond(relay, fan, request.receive, headers,
+                                 wait_all=s.client_waits_for == "all_arms")
+    except BaseException:
+        release()
+        raise
+    return Admitted(response, release)
 

@@ -16,9 +16,10 @@ may answer (``[1]``, ``{"choices": ["x"]}``...) is a ``bad_response``, and the c
 primary that answers so gets a 502, never a hang.
 
 Deadlines are per arm and independent: connect (the arm's client, ``upstream``), first
-token (send → first token), stream idle (between reads after the first token) and total. A failure is
-classified into ``records.ErrorClass``; error details are exception class names and
-status codes, never upstream bodies (they may echo prompt text).
+token (send → first token; send → the whole answer when not streamed), stream idle
+(between reads after the first token) and total. A failure is classified into
+``records.ErrorClass``; error details are exception class names and status codes, never
+upstream bodies (they may echo prompt text).
 """
 
 from __future__ import annotations
@@ -151,9 +152,8 @@ class ArmCall:
     async def _call(self) -> None:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(None) as phase:
-            self._deadline = phase
-            if self.stream:
-                phase.reschedule(loop.time() + self.deadlines.first_token_s)
+            self._deadline = phase  # not streamed: the whole answer is its first token
+            phase.reschedule(loop.time() + self.deadlines.first_token_s)
             async with self.client.open(self.path, self.payload) as response:
                 await self._read(response)
 

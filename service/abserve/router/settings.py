@@ -28,7 +28,9 @@ class Deadlines(BaseModel):
     """Per-arm time limits in seconds; each arm is timed out on its own."""
 
     connect_s: float = Field(default=5.0, gt=0)
-    first_token_s: float = Field(default=120.0, gt=0)  # send → first token (big prefills)
+    # send → first token (big prefills); for a request that is not streamed, send → the
+    # answer (vLLM sends it whole), so a hung arm is given up after this, not after total_s
+    first_token_s: float = Field(default=120.0, gt=0)
     idle_s: float = Field(default=30.0, gt=0)  # longest silence between two chunks after that
     total_s: float = Field(default=600.0, gt=0)  # send → end of the whole exchange
 
@@ -81,7 +83,11 @@ class RouterSettings(BaseSettings):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_images: int = Field(default=64, ge=0)
     allowed_media_hosts: list[str] = Field(default_factory=list)
-    max_concurrency: int = Field(default=256, ge=1)
+    max_concurrency: int = Field(default=256, ge=1)  # clients waiting for or reading an answer
+    # Exchanges whose client has its whole answer while another arm still runs (a slow or
+    # hung shadow, bounded by its own deadlines): past this many, new requests are refused,
+    # so shadow work cannot grow without limit; it holds no client's admission slot.
+    max_shadow_backlog: int = Field(default=256, ge=1)
     retry_after_s: int = Field(default=1, ge=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
     # When the client's response ends: with the primary's answer ("primary"), or once every
