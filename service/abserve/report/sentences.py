@@ -19,8 +19,8 @@ from abserve.report.views import stop_sentence
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
         "e2e": "end to end"}
-TREND_WHAT = {"tpot": "per output token", "ttft": "of time to the first token",
-              "itl": "per inter-token gap", "e2e": "end to end"}
+TREND_WHAT = {"tpot": "per output token", "ttft": "of time to the first token"}
+NODIFF_WHAT = {"tpot": "per output token", "ttft": "in time to the first token"}
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,16 @@ def equality_sentence(j: Judgment) -> Sentence:
     how = ("bitwise, logprobs included" if tol == 0 else f"tokens exactly, logprobs to within {tol:g}")
     if k == 0:
         same = counts.get("identical", 0)
-        allowed = n - same
-        extra = f" (the other {allowed} differ only in ways the policy allows)" if allowed else ""
+        others = n - same
+        extra = f" (the other {others} differ only in ways the policy allows)" if others else ""
         bound = ("" if eq.candidate_high is None
                  else f"; a mismatch rate above {_rate(eq.candidate_high)} is ruled out")
+        if eq.outcome != "pass":
+            rule = j.policy.get("equality")
+            res = rule.get("resolution") if isinstance(rule, dict) else None
+            excess = rule.get("allowed_excess_rate", 0.0) if isinstance(rule, dict) else 0.0
+            bound += (f", not yet below the {_rate(float(excess) + float(res))} the policy needs"
+                      if j.sequential and isinstance(res, int | float) else f" (equality {eq.outcome})")
         text = (f"Outputs identical on {same} of {n} requests{extra}, compared {how}{bound}.")
         return Sentence(text, "#output-equality", "output equality", "Output equality",
                         "pass" if eq.outcome == "pass" else "open")
@@ -123,12 +129,13 @@ def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     return Sentence(text, anchor, f"the {m.metric.upper()} gate", "Gates", tone)
 
 
-def _per_image_phrase(slope: float, low: float, high: float, what: str, cand: str) -> str:
+def _per_image_phrase(slope: float, low: float, high: float, metric: str, cand: str) -> str:
+    what = TREND_WHAT[metric]
     if high < 0:
         return f"{cand} saves {_us(slope)} µs {what} [{_us(high)}, {_us(low)}]"
     if low > 0:
         return f"{cand} costs {_us(slope)} µs more {what} [{_us(low)}, {_us(high)}]"
-    return (f"no difference {what} is shown ({slope * 1e6:+.2f} µs "
+    return (f"no difference {NODIFF_WHAT[metric]} is shown ({slope * 1e6:+.2f} µs "
             f"[{low * 1e6:+.2f}, {high * 1e6:+.2f}])")
 
 
@@ -141,11 +148,11 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
     for metric in ("tpot", "ttft"):
         line = gate if metric == "tpot" and gate is not None else None
         if line is not None and line.estimate is not None and line.low is not None and line.high is not None:
-            phrases.append(_per_image_phrase(line.estimate, line.low, line.high, TREND_WHAT[metric], cand))
+            phrases.append(_per_image_phrase(line.estimate, line.low, line.high, metric, cand))
             continue
         trend = next((t for t in j.trends if t.metric == metric), None)
         if trend is not None:
-            phrases.append(_per_image_phrase(trend.slope, trend.low, trend.high, TREND_WHAT[metric], cand))
+            phrases.append(_per_image_phrase(trend.slope, trend.low, trend.high, metric, cand))
     claims = [m for m in j.metrics if m.kind == "improvement"]
     if not phrases and not claims:
         return None
@@ -153,7 +160,8 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
     for m in claims:
         where = "overall" if not m.stratum else "on requests with " + m.stratum.replace(
             ">=", "≥").replace("items", "images")
-        span = f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]"
+        span = (f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]" if m.estimate is not None
+                else "no estimate yet")
         state = {"pass": f"it is proven faster {WHAT.get(m.metric, m.metric)}",
                  "fail": f"it is proven not faster {WHAT.get(m.metric, m.metric)}"}.get(
             m.outcome, f"its being faster {WHAT.get(m.metric, m.metric)} is not yet proven")
@@ -180,7 +188,7 @@ def first_screen(j: Judgment) -> list[Sentence]:
     """The 3-5 sentences under the verdict, in reading order, the stop rule last."""
     stop, decided = stop_sentence(j)
     stop_s = Sentence(stop, "#run-facts", "how the run stopped", "How the run stopped",
-                      "pass" if decided else "open")
+                      "pass" if decided and not j.invalid_reasons else "open")
     if j.invalid_reasons:
         return [*invalid_sentences(j), stop_s]
     out = [equality_sentence(j)]

@@ -36,6 +36,12 @@ class ReportPaths:
     exit_code: int
 
 
+def slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's) gives a heading: lower case, words joined by -."""
+    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
+    return kept.strip().replace(" ", "-")
+
+
 def _env() -> Environment:
     env = Environment(
         loader=PackageLoader("abserve.report", "templates"),
@@ -52,6 +58,7 @@ def _env() -> Environment:
     env.filters["cells"] = views.cells
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
+    env.filters["slug"] = slug
     return env
 
 

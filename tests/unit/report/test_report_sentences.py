@@ -1,0 +1,187 @@
+"""Golden tests of the first screen's sentences, and of what they link to.
+
+Five runs with known answers (``tests.support.report_runs``): pass, fail on equality, fail on
+latency, inconclusive and invalid. The sentences are pinned word for word: a change of wording
+is a deliberate change of this file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tests.support import report_runs as rr
+
+from abserve.compare import Judgment
+from abserve.report import write_report
+from abserve.report.evidence import wanted
+from abserve.report.sentences import first_screen
+
+PASS_LATENCY = [
+    "Bisect (b) is not slower per output token: -0.300 ms [-0.478, -0.122], allowed +0.604 ms.",
+    "Bisect (b) is not slower to the first token: -0.208 ms [-1.987, +1.571], allowed +20.002 ms.",
+]
+GOLDEN: dict[str, list[str]] = {
+    "pass": [
+        "Outputs identical on 96 of 96 requests, compared bitwise, logprobs included; "
+        "a mismatch rate above 5.9% is ruled out.",
+        *PASS_LATENCY,
+        "Per image, bisect (b) saves 1.88 µs per output token [1.07, 2.69] and no difference in time "
+        "to the first token is shown (+0.74 µs [-5.08, +7.58]); on requests with ≥ 128 images it is "
+        "proven faster per output token (-0.584 ms [-0.830, -0.337]).",
+        f"Stopped: {rr.STOP} (6 rounds, 96 requests, 120 s; budget 540 s).",
+    ],
+    "fail_equality": [
+        "Outputs differ on 1 of 32 requests (1 divergent), more than the policy allows; "
+        "the first is request req-00021 at output position 5.",
+        "Bisect (b) is not slower per output token: -0.279 ms [-0.598, +0.039], allowed +0.606 ms.",
+        "Bisect (b) is not slower to the first token: -0.906 ms [-3.326, +1.515], allowed +20.013 ms.",
+        "Per image, bisect (b) saves 1.84 µs per output token [0.17, 3.51] and no difference in time "
+        "to the first token is shown (+0.68 µs [-8.18, +8.99]); on requests with ≥ 128 images its "
+        "being faster per output token is not yet proven (no estimate yet).",
+        "Stopped: decided after 2 rounds: equality failed (2 rounds, 32 requests, 40 s; budget 540 s).",
+    ],
+    "fail_latency": [
+        "Outputs identical on 48 of 48 requests, compared bitwise, logprobs included; a mismatch rate "
+        "above 10.8% is ruled out, not yet below the 10.0% the policy needs.",
+        "Bisect (b) is slower per output token: +1.729 ms [+1.474, +1.983], beyond the allowed +0.606 ms.",
+        "Bisect (b) is not slower to the first token: -0.370 ms [-2.811, +2.071], allowed +20.002 ms.",
+        "Per image, bisect (b) saves 1.87 µs per output token [0.62, 3.11] and no difference in time "
+        "to the first token is shown (-2.08 µs [-11.36, +5.98]); on requests with ≥ 128 images it is "
+        "proven not faster per output token (+1.393 ms [+1.061, +1.726]).",
+        "Stopped: decided after 3 rounds: tpot.hl failed (3 rounds, 48 requests, 60 s; budget 540 s).",
+    ],
+    "inconclusive": [
+        "Outputs identical on 24 of 24 requests, compared bitwise, logprobs included; a mismatch rate "
+        "above 19.4% is ruled out, not yet below the 10.0% the policy needs.",
+        "Bisect (b) is not slower per output token: -0.291 ms [-0.709, +0.126], allowed +0.615 ms.",
+        "Bisect (b) is not slower to the first token: -1.263 ms [-4.153, +1.626], allowed +19.989 ms.",
+        "Per image, no difference per output token is shown (-1.93 µs [-4.09, +0.24]) and no "
+        "difference in time to the first token is shown (+1.61 µs [-8.92, +11.25]); on requests with "
+        "≥ 128 images its being faster per output token is not yet proven (no estimate yet).",
+        "Stopped: budget spent (3 rounds, 48 requests, 60 s; budget 540 s).",
+    ],
+    "invalid": [
+        "The run is invalid, so no gate decides anything: arm 'b' expected lookup 'bisect' but proved "
+        "nothing (synthetic).",
+        "The 96 judged exchanges are shown below for diagnosis only.",
+        f"Stopped: {rr.STOP} (6 rounds, 96 requests, 120 s; budget 540 s).",
+    ],
+}
+VERDICTS = {"pass": "pass", "fail_equality": "fail", "fail_latency": "fail",
+            "inconclusive": "inconclusive", "invalid": "invalid"}
+
+
+def case(name: str) -> Judgment:
+    if name == "fail_equality":
+        return rr.judged(rr.exchanges(32, mismatch_at=21),
+                         log=rr.sequential_log(2, "decided after 2 rounds: equality failed"))
+    if name == "fail_latency":
+        return rr.judged(rr.exchanges(48, shift=0.002),
+                         log=rr.sequential_log(3, "decided after 3 rounds: tpot.hl failed"))
+    if name == "inconclusive":
+        return rr.judged(rr.exchanges(24), log=rr.sequential_log(3, "budget spent", decided=False))
+    if name == "invalid":
+        return rr.judged(proven_b=None)
+    return rr.judged()
+
+
+@pytest.fixture(scope="module")
+def judgments() -> dict[str, Judgment]:
+    return {name: case(name) for name in GOLDEN}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_sentences_are_the_golden_ones(judgments: dict[str, Judgment], name: str) -> None:
+    j = judgments[name]
+    assert j.verdict == VERDICTS[name]
+    said = first_screen(j)
+    assert [s.text for s in said] == GOLDEN[name]
+    assert 3 <= len(said) <= 5
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_each_sentence_links_to_its_evidence_in_html_md_and_json(
+        judgments: dict[str, Judgment], name: str, tmp_path: Path) -> None:
+    j = judgments[name]
+    paths = write_report(j, tmp_path)
+    html, md = paths.html.read_text(), paths.markdown.read_text()
+    top = html.split('<section id="run-facts">', 1)[0]
+    headings = {re.sub(r"[^a-z0-9 -]", "", h.lower()).strip().replace(" ", "-")
+                for h in re.findall(r"^#{2,3} (.+)$", md, re.M)}
+    for s in first_screen(j):
+        escaped = s.text.replace("'", "&#39;")
+        assert f'{escaped} <a href="{s.anchor}">' in top  # on the first screen, with its link
+        assert f'id="{s.anchor[1:]}"' in html  # the link lands on the evidence
+        assert f"- {s.text} ([{s.link}](#" in md
+        assert s.heading.lower().replace(" ", "-") in headings
+    summary = json.loads(paths.json.read_text())["summary"]
+    assert [x["text"] for x in summary["sentences"]] == GOLDEN[name]
+    assert summary["verdict"] == VERDICTS[name]
+
+
+def test_tones_mark_what_failed(judgments: dict[str, Judgment]) -> None:
+    tones = {name: [s.tone for s in first_screen(j)] for name, j in judgments.items()}
+    assert tones["pass"] == ["pass"] * 5
+    assert tones["fail_equality"][0] == "fail" and tones["fail_latency"][1] == "fail"
+    assert tones["inconclusive"][0] == "open" and tones["inconclusive"][-1] == "open"
+    assert tones["invalid"] == ["fail", "open", "open"]
+
+
+def test_mismatch_shown_side_by_side_with_images(judgments: dict[str, Judgment], tmp_path: Path) -> None:
+    j = judgments["fail_equality"]
+    exs = {ex.request_id: ex for ex in rr.exchanges(32, mismatch_at=21) if ex.request_id in wanted(j)}
+    html = write_report(j, tmp_path, exchanges=exs).html.read_text()
+    block = html.split('id="mismatch-1"', 1)[1].split('<div class="mismatch"', 1)[0]
+    assert '<mark title="position 5">t6</mark>' in block and '<mark title="position 5">t46</mark>' in block
+    assert "<code>t6</code>" in block and "<code>t46</code>" in block  # the top-k at that position
+    assert "8 images, in prompt order: 1 <code>00210000abab…</code>" in block  # req 21 has 8 images
+    assert "corpus-index=<code>21</code>" in block and "rebuilds the request" in block
+    assert "The store keeps no image bytes, sizes or prompt positions" in html
+    md = write_report(j, tmp_path, exchanges=exs).markdown.read_text()
+    assert "- b: `t1t2t3t4t5⟦t46⟧t47" in md
+    bare = write_report(j, tmp_path / "bare").html.read_text()  # without the store's records
+    assert "Outputs not shown side by side" in bare
+
+
+def test_identical_run_states_its_sensitivity_and_draws_no_empty_chart(
+        judgments: dict[str, Judgment], tmp_path: Path) -> None:
+    html = write_report(judgments["pass"], tmp_path).html.read_text()
+    statement = html.split('id="equality-sensitivity">', 1)[1].split("</p>", 1)[0]
+    assert "No mismatch on 96 comparable requests" in statement and "bitwise" in statement
+    assert "5.91% is ruled out at 95% confidence" in statement
+    assert "first difference by output position" not in html
+    assert ": no data</text>" not in html
+
+
+def test_effect_curve_and_lookup_work_share_the_log_axis(judgments: dict[str, Judgment],
+                                                         tmp_path: Path) -> None:
+    html = write_report(judgments["pass"], tmp_path).html.read_text()
+    tpot = html.split('<figure id="effect-tpot">', 1)[1].split("</figure>", 1)[0]
+    assert tpot.count('class="whisker"') == 4 and 'class="trend"' in tpot  # 4 buckets, fitted line
+    assert "images per request (log scale)" in tpot and ">512</text>" in tpot
+    lookup = html.split('<figure id="effect-lookup">', 1)[1].split("</figure>", 1)[0]
+    assert "a (linear): items examined per lookup call" in lookup and "b (bisect)" in lookup
+    ticks = [re.findall(r">(\d+)</text>", fig.split("images per request")[0]) for fig in (tpot, lookup)]
+    assert ticks[0][-6:] == ticks[1][-6:]  # the same x ticks
+    one = rr.judged(rr.exchanges(96, hashes=False))
+    one.breakdowns = [b for b in one.breakdowns if b.group == "8-15" or b.dimension != "items"]
+    for a in one.arms.values():
+        a.telemetry.examined_per_request = {}
+    html = write_report(one, tmp_path / "one").html.read_text()
+    assert 'id="effect-tpot"' not in html and "no effect curve: a single images-per-request bucket" in html
+    assert "Lookup work by images per request: not recorded" in html
+
+
+def test_placement_and_blocks_are_collapsed_but_complete(judgments: dict[str, Judgment],
+                                                          tmp_path: Path) -> None:
+    j = judgments["pass"]
+    html = write_report(j, tmp_path).html.read_text()
+    placement = html.split('<details id="placement-details">', 1)[1].split("</details>", 1)[0]
+    assert placement.count("<tr><td>") == len(j.placement)
+    blocks = html.split('<details id="breakdown-details">', 1)[1].split("</details>", 1)[0]
+    assert blocks.count("<tr><td>") == len(j.breakdowns) + len(j.trends)
+    assert "<td>block</td>" in blocks
+    assert "<details open" not in html
