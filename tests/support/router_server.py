@@ -21,6 +21,7 @@ from tests.support.fake_upstream import free_port
 
 from abserve.records import Exchange
 from abserve.router import RouterSettings, create_app
+from abserve.router.http_limits import limited_protocol
 from abserve.router.recording import ExchangeSink
 
 
@@ -68,7 +69,8 @@ class RouterServer:
         self.port = free_port()
         self.app = create_app(settings, sink=sink)
         config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="info", access_log=False, backlog=2048
+            self.app, host="127.0.0.1", port=self.port, log_level="info", access_log=False, backlog=2048,
+            http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),
         )
         self.server = uvicorn.Server(config)
         self.loop = asyncio.new_event_loop()

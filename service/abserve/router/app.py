@@ -218,6 +218,16 @@ def _releaser(state: RouterState) -> Callable[[], None]:
     return release
 
 
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body within ``timeout_s`` (408 otherwise) and ``limit`` bytes (413)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await read_capped(request.stream(), request.headers.get("content-length"),
+                                     limit)
+    except TimeoutError:
+        raise RouterError(408, f"request body not received within {timeout_s:g} s") from None
+
+
 def _tags(request: Request) -> dict[str, str]:
     tags = {}
     for key, value in request.headers.items():
@@ -270,19 +280,22 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     s = state.settings
     check_bearer(request.headers.get("authorization"), s.api_key)
     _admit(state)
+    release = _releaser(state)  # a body still arriving holds a slot: stalled bodies are bounded
     try:
-        raw = await read_capped(request.stream(), request.headers.get("content-length"),
-                                s.max_body_bytes)
+        raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
                                       allowed_hosts=s.allowed_media_hosts)
         check_sampling(checked, s)
     except RouterError as exc:
+        release()
         state.metrics.rejected.labels(reason=str(exc.status)).inc()
+        raise
+    except BaseException:  # the client went away while sending
+        release()
         raise
     sent = dict(checked.body)  # shallow: augment only sets top-level keys; the client's stays
     additions = augment(sent, endpoint, s)
     payload = arm_payload(raw, checked.body, sent)
-    _admit(state)
     request_id = uuid.uuid4().hex
     relay = Relay(additions)
     t0, started_at = time.perf_counter(), time.time()
@@ -292,7 +305,6 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     fan = FanOut(calls)
     state.recorder.admitted += 1
     state.metrics.in_flight.set(state.recorder.admitted)
-    release = _releaser(state)
     fan.start()
     tags, headers = _tags(request), {REQUEST_ID_HEADER: request_id}
     client_id, refused = client_request_id(request.headers.get(CLIENT_ID_HEADER))

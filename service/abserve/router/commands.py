@@ -25,6 +25,7 @@ def serve(config: Path, host: str | None = None, port: int | None = None) -> Non
     import uvicorn
 
     from abserve.router import create_app, load_settings
+    from abserve.router.http_limits import limited_protocol
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = load_settings(config, **overrides)
@@ -36,7 +37,8 @@ def serve(config: Path, host: str | None = None, port: int | None = None) -> Non
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http="httptools",
+        # httptools with a bounded request head (size, time): router/http_limits.py
+        http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),
         access_log=False,  # our own log line per exchange; no headers, no bodies
         timeout_graceful_shutdown=int(settings.drain_timeout_s) + 5,
         backlog=2048,

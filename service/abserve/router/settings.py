@@ -89,6 +89,12 @@ class RouterSettings(BaseSettings):
     # so shadow work cannot grow without limit; it holds no client's admission slot.
     max_shadow_backlog: int = Field(default=256, ge=1)
     retry_after_s: int = Field(default=1, ge=0)
+    # A client's connection (router/http_limits.py): the request head may take at most this
+    # many bytes and seconds (431 / 408, connection closed); the body must arrive within
+    # body_timeout_s (408) while its request holds an admission slot.
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=60.0, gt=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
     # When the client's response ends: with the primary's answer ("primary"), or once every
     # arm has answered ("all_arms": a client that paces itself on its answers then keeps
