@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -206,14 +206,14 @@ class ArmCall:
                     done = True
                     relay_parts.append(b"data: [DONE]\n\n")
                     continue
-                try:
+                strips = self.relay is not None and self.relay.additions.any
+                if self.transcript.add_event(payload, t):  # what vLLM sends: the fast way
+                    if not strips:
+                        continue
                     chunk = orjson.loads(payload)
-                except orjson.JSONDecodeError as exc:
-                    raise UpstreamFailure("bad_response", "event is not JSON") from exc
-                self._check_chunk(chunk)
-                self._error_event = self._error_event or _error_code(chunk)
-                self.transcript.add(chunk, t)
-                if self.relay is not None and self.relay.additions.any:
+                else:
+                    chunk = self._checked(payload, t)
+                if self.relay is not None and strips:
                     stripped = strip(chunk, self.relay.additions)
                     if stripped is not None:
                         relay_parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
@@ -238,6 +238,17 @@ class ArmCall:
             raise UpstreamFailure("truncated", "stream ended without [DONE]")
         if self.relay is not None:
             self.relay.queue.put_nowait(None)
+
+    def _checked(self, payload: bytes, t: float) -> dict[str, object]:
+        """One event read the checked way (any shape an arm may send)."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamFailure("bad_response", "event is not JSON") from exc
+        self._check_chunk(chunk)
+        self._error_event = self._error_event or _error_code(chunk)
+        self.transcript.add(chunk, t)
+        return chunk  # a dict: _check_chunk said so
 
     @staticmethod
     def _check_chunk(chunk: object) -> None:

@@ -8,6 +8,14 @@ id, plus the arrival time of every token. It keeps raw dicts while the stream ru
 builds the record models once, at the end (``fill``), to keep the hot path short. A chunk
 whose fields have types vLLM never sends (text that is not a string, token ids that are not
 integers, logprobs of another layout) raises ``BadChunk`` before anything of it is kept.
+
+``Transcript.add_event`` is the fast path for what vLLM streams: one msgspec decode of the
+event into typed structs (types checked in C) instead of ``orjson.loads`` and the checks
+in Python, ~2x less CPU per chunk. It takes an event only when the typed shape is one the
+checked path accepts with the same result (a chat chunk without an ``error``, logprobs in
+the chat layout or none, exact integer token ids...) and returns False for anything else,
+which the caller then reads the checked way (``add``): odd answers are judged exactly as
+before.
 """
 
 from __future__ import annotations
@@ -15,12 +23,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter
 
 from abserve.records import ArmOutcome, PositionLogprobs
 
 DONE = b"[DONE]"
 _POSITIONS = TypeAdapter(list[PositionLogprobs])
+
+
+class _Top(msgspec.Struct):
+    token: str
+    logprob: float | None
+
+
+class _Position(msgspec.Struct):
+    token: str
+    logprob: float | None
+    top_logprobs: list[_Top] | None = None
+
+
+class _ChatLogprobs(msgspec.Struct):
+    content: list[_Position]
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    index: int = 0
+    delta: _Delta | None = None
+    message: _Delta | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    token_ids: list[int] | None = None
+    logprobs: _ChatLogprobs | None = None
+
+
+class _Event(msgspec.Struct):
+    id: str | None = None
+    choices: list[_Choice] | None = None
+    usage: dict[str, Any] | None = None
+    error: Any = None
+
+
+_EVENT = msgspec.json.Decoder(_Event)
 
 
 class BadChunk(ValueError):
@@ -80,7 +128,7 @@ class Transcript:
     text: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
-    logprobs: list[tuple[str, float, Any]] = field(default_factory=list)
+    logprobs: list[tuple[str, float | None, Any]] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     t_first_token: float | None = None
@@ -95,6 +143,48 @@ class Transcript:
         for choice in response.get("choices") or ():
             if choice.get("index", 0) == 0:
                 self._add_choice(choice, t, streamed)
+
+    def add_event(self, payload: bytes, t: float) -> bool:
+        """Fold one streamed event the fast way; False (nothing kept) when the event is not
+        of the common shape and must go through ``add`` (see the module docstring)."""
+        try:
+            event = _EVENT.decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        if event.error is not None:
+            return False
+        choices = event.choices or ()
+        if any(c.delta is not None and c.message is not None for c in choices):
+            return False  # the checked path picks between them by truthiness
+        if self.vllm_request_id is None and event.id is not None:
+            self.vllm_request_id = event.id
+        if event.usage is not None:
+            self.usage = {k: v for k, v in event.usage.items() if isinstance(v, int)}
+        for choice in choices:
+            if choice.index == 0:
+                self._add_typed(choice, t)
+        return True
+
+    def _add_typed(self, choice: _Choice, t: float) -> None:
+        delta = choice.delta or choice.message
+        piece = delta.content if delta is not None else None
+        if piece is None:
+            piece = choice.text
+        ids = choice.token_ids or []
+        if piece:
+            self.text.append(piece)
+        self.token_ids.extend(ids)
+        if choice.logprobs is not None:
+            self.logprobs.extend((p.token, p.logprob, [(c.token, c.logprob)
+                                                         for c in p.top_logprobs or ()])
+                                 for p in choice.logprobs.content)
+        count = len(ids) or (1 if piece else 0)
+        if count:
+            if self.t_first_token is None:
+                self.t_first_token = t
+            self.token_times.extend([t] * count)
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
 
     def _add_choice(self, choice: dict[str, Any], t: float, streamed: bool) -> None:
         delta = choice.get("delta") or choice.get("message") or {}

@@ -13,6 +13,12 @@ a free pooled connection) is the arm's ``connect_s``; read deadlines are per pha
 enforced by the caller (``fanout.ArmCall``). Bytes are relayed as the arm sent them: no
 ``Accept-Encoding`` is offered and nothing is decompressed.
 
+One copy less per arm: aiohttp joins a request's head and body into one new buffer before
+writing (``SKIP_WRITELINES``, on Python before 3.12.9, whose selector transports had a
+``writelines`` bug); the router runs on uvloop, whose own ``writelines`` does not have it,
+so ``zero_copy_writes`` lets aiohttp hand the head and the ~1 MB body to the transport as
+they are (measured: ~0.1 ms CPU per arm per 1 MB request).
+
 Transport failures surface as ``aiohttp.ClientError`` from ``open`` (streaming; the
 caller classifies them with ``error_class``) or as ``UpstreamError`` from ``post`` and
 ``get`` (whole answers).
@@ -20,12 +26,14 @@ caller classifies them with ``error_class``) or as ``UpstreamError`` from ``post
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
 import aiohttp
+import aiohttp.http_writer
 from yarl import URL
 
 from abserve.records import ErrorClass
@@ -55,6 +63,19 @@ def error_class(exc: aiohttp.ClientError, answered: bool) -> ErrorClass:
     return "truncated" if answered else "connect"
 
 
+def zero_copy_writes() -> bool:
+    """Let aiohttp write head and body without joining them, when the running loop is
+    uvloop's (see the module docstring); True when enabled."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is in the service extra
+        return False
+    if isinstance(asyncio.get_running_loop(), uvloop.Loop):
+        aiohttp.http_writer.SKIP_WRITELINES = False
+        return True
+    return False
+
+
 class ArmClient:
     """One arm's pooled HTTP client; use as an async context manager."""
 
@@ -67,6 +88,7 @@ class ArmClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> ArmClient:
+        zero_copy_writes()
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self.pool.max_connections, limit_per_host=0,
                                            keepalive_timeout=self.pool.keepalive_expiry_s),
