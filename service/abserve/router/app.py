@@ -64,28 +64,35 @@ class RouterState:
 
 
 @asynccontextmanager
-async def _open_sink(settings: RouterSettings) -> AsyncIterator[ExchangeSink]:
-    """The store's batch writer for this run; marks the run completed on a clean exit."""
+async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIterator[ExchangeSink]:
+    """The store's batch writer for this run; marks the run completed on a clean exit. A
+    worker of several (``own_run`` False) only writes: its supervisor creates and finishes
+    the run (``router.workers``)."""
     from abserve.store import BatchWriter, Store
 
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     store = Store.open(settings.effective_database_url)
-    store.create_run(RunInfo(run_id=settings.run_id, started_at=time.time(),
-                             config=settings.public_config()))
-    writer = BatchWriter(store, settings.run_id, flush_interval_s=settings.flush_interval_s)
+    if own_run:
+        store.create_run(RunInfo(run_id=settings.run_id, started_at=time.time(),
+                                 config=settings.public_config()))
+    writer = BatchWriter(store, settings.run_id, flush_interval_s=settings.flush_interval_s,
+                         claim_owner=own_run)
     writer.start()
     try:
         yield writer
     finally:
         writer.close()
-        store.finish_run(settings.run_id, "completed")
+        if own_run:
+            store.finish_run(settings.run_id, "completed")
         close = getattr(store, "close", None)
         if callable(close):
             close()
 
 
-def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> FastAPI:
-    """The router app. ``sink`` replaces the store (for tests of one piece)."""
+def create_app(settings: RouterSettings, sink: ExchangeSink | None = None, *,
+               own_run: bool = True) -> FastAPI:
+    """The router app. ``sink`` replaces the store (for tests of one piece); ``own_run``
+    False for a worker process of several (``router.workers``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,7 +100,7 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None) -> Fa
             clients = {name: await stack.enter_async_context(ArmClient(arm, settings.pool))
                        for name, arm in settings.arms.items()}
             out = sink if sink is not None else await stack.enter_async_context(
-                _open_sink(settings))
+                _open_sink(settings, own_run))
             metrics = RouterMetrics()
             recorder = Recorder(out, metrics, settings.run_id, settings.primary,
                                 settings.store_prompt_text, settings.prompt_logprobs_fraction,
