@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.fake_upstream import Knobs
 from tests.support.tokenizing_upstream import TokenizingUpstream
 
-from abserve.traffic.runner import run_load
+from abserve.traffic.runner import LoadSpec, run_load
 from abserve.traffic.timing import read_timings
 
 # (profile, requests, overrides): counts sized so that each run takes seconds here.
@@ -35,8 +35,8 @@ CASES = [
 
 def measure(profile: str, n: int, overrides: list[str], users: int, url: str,
             out: Path) -> dict[str, float]:
-    summary = run_load(profile, url, requests=n, users=users, seed=1, run_id=f"cap-{profile}",
-                       out_dir=out / profile, overrides=overrides, timeout_s=60)
+    summary = run_load(LoadSpec(profile, url, requests=n, users=users, seed=1, run_id=f"cap-{profile}",
+                       out_dir=out / profile, overrides=overrides, timeout_s=60))
     records = read_timings([summary.timings_path])
     start = min(r.sent_at for r in records)
     end = max(r.sent_at + (r.e2e_s or 0) for r in records)

@@ -15,7 +15,7 @@ from tests.support.tokenizing_upstream import TokenizingUpstream
 
 from abserve.traffic.corpus import build_corpus
 from abserve.traffic.profiles import load_profile
-from abserve.traffic.runner import LOCUSTFILE, locust_args
+from abserve.traffic.runner import LOCUSTFILE, LoadSpec, locust_args
 from abserve.traffic.timing import read_timings
 
 N = 10
@@ -25,10 +25,10 @@ N = 10
 def test_master_and_two_workers_send_each_request_exactly_once(tmp_path: Path) -> None:
     port = free_port()
     with TokenizingUpstream(Knobs(n_tokens=3)) as up:
-        args = locust_args("interleaved", up.url, requests=N, duration=None, users=4, seed=5,
+        args = locust_args(LoadSpec("interleaved", up.url, requests=N, duration=None, users=4, seed=5,
                            run_id="dist", out_dir=tmp_path, shape="closed", rate=0.0,
                            max_error_rate=0.2, model=None, tokenize_url=None, overrides=[],
-                           timeout_s=30, corpus=None, sweep_rates=None)
+                           timeout_s=30, corpus=None, sweep_rates=None))
         base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
         master = subprocess.Popen(
             [*base, "--master", "--headless", "--expect-workers", "2", "-u", "4", "-r", "4",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from tests.support.tokenizing_upstream import IMAGE_TOKEN, TokenizingUpstream, t
 
 from abserve.traffic.calibrate import image_spans
 from abserve.traffic.images import decode_data_url
-from abserve.traffic.runner import LoadError, run_load
+from abserve.traffic.runner import LoadError, LoadSpec, run_load
+from abserve.traffic.sender import API_KEY_ENV
 from abserve.traffic.timing import read_timings
 
 N = 4
@@ -51,8 +53,8 @@ def images_of(body: dict[str, Any]) -> list[bytes]:
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_profile_arrives_as_specified(name: str, upstream: TokenizingUpstream,
                                       tmp_path: Path) -> None:
-    summary = run_load(name, upstream.url, requests=N, users=2, seed=9, run_id=f"t-{name}",
-                       out_dir=tmp_path, overrides=PROFILES[name], timeout_s=30)
+    summary = run_load(LoadSpec(name, upstream.url, requests=N, users=2, seed=9, run_id=f"t-{name}",
+                       out_dir=tmp_path, overrides=PROFILES[name], timeout_s=30))
     assert (summary.requests_sent, summary.failures, summary.stop_reason) == (N, 0, "completed")
     headers = [h for h, _ in upstream.arrivals]
     bodies = [b for _, b in upstream.arrivals]
@@ -103,8 +105,8 @@ def _check_profile(name: str, body: dict[str, Any], images: list[bytes],
 @pytest.mark.timeout(60)
 def test_open_loop_constant_rate_is_kept_and_recorded(upstream: TokenizingUpstream,
                                                       tmp_path: Path) -> None:
-    summary = run_load("interleaved", upstream.url, requests=6, users=3, seed=1, run_id="ol",
-                       out_dir=tmp_path, shape="constant", rate=10.0, timeout_s=30)
+    summary = run_load(LoadSpec("interleaved", upstream.url, requests=6, users=3, seed=1, run_id="ol",
+                       out_dir=tmp_path, shape="constant", rate=10.0, timeout_s=30))
     records = sorted(read_timings([summary.timings_path]), key=lambda r: r.sent_at)
     assert len(records) == 6
     assert [r.scheduled_offset_s for r in records] == pytest.approx([0.0, .1, .2, .3, .4, .5])
@@ -116,8 +118,8 @@ def test_open_loop_constant_rate_is_kept_and_recorded(upstream: TokenizingUpstre
 @pytest.mark.timeout(60)
 def test_run_stops_early_when_the_error_rate_passes_the_limit(tmp_path: Path) -> None:
     with TokenizingUpstream(Knobs(status=500)) as up:
-        summary = run_load("interleaved", up.url, requests=200, users=2, seed=1, run_id="bad",
-                           out_dir=tmp_path, max_error_rate=0.1, timeout_s=30)
+        summary = run_load(LoadSpec("interleaved", up.url, requests=200, users=2, seed=1, run_id="bad",
+                           out_dir=tmp_path, max_error_rate=0.1, timeout_s=30))
     assert summary.stop_reason == "error_rate" and summary.exit_code == 3
     assert 10 <= summary.requests_sent < 200
     assert summary.failures == summary.requests_sent
@@ -127,16 +129,16 @@ def test_run_stops_early_when_the_error_rate_passes_the_limit(tmp_path: Path) ->
 def test_setup_errors_are_reported_not_hidden(upstream: TokenizingUpstream,
                                               tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="too small"):
-        run_load("chunk-boundary", upstream.url, requests=2, users=1, seed=1, run_id="x",
+        run_load(LoadSpec("chunk-boundary", upstream.url, requests=2, users=1, seed=1, run_id="x",
                  out_dir=tmp_path, overrides=["chunk_boundary.max_num_batched_tokens=4"],
-                 timeout_s=30)
+                 timeout_s=30))
 
 
 @pytest.mark.timeout(60)
 def test_duration_bounded_poisson_run_stops_by_itself(upstream: TokenizingUpstream,
                                                       tmp_path: Path) -> None:
-    summary = run_load("cache-reuse", upstream.url, duration=1.5, users=2, seed=2,
-                       run_id="dur", out_dir=tmp_path, shape="poisson", rate=8.0, timeout_s=30)
+    summary = run_load(LoadSpec("cache-reuse", upstream.url, duration=1.5, users=2, seed=2,
+                       run_id="dur", out_dir=tmp_path, shape="poisson", rate=8.0, timeout_s=30))
     records = read_timings([summary.timings_path])
     assert summary.stop_reason == "completed" and summary.failures == 0
     assert 3 <= len(records) <= 30
@@ -147,9 +149,21 @@ def test_duration_bounded_poisson_run_stops_by_itself(upstream: TokenizingUpstre
 def test_run_tags_arrive_as_headers_on_every_request(upstream: TokenizingUpstream,
                                                      tmp_path: Path) -> None:
     tags = {"block": "1", "placement": "a:1,b:0"}
-    summary = run_load("interleaved", upstream.url, requests=3, users=1, seed=2, run_id="t-tags",
-                       out_dir=tmp_path, timeout_s=30, tags=tags)
+    summary = run_load(LoadSpec("interleaved", upstream.url, requests=3, users=1, seed=2, run_id="t-tags",
+                       out_dir=tmp_path, timeout_s=30, tags=tags))
     assert summary.requests_sent == 3
     headers = [h for h, _ in upstream.arrivals]
     assert len(headers) == 3
     assert all(h["x-abserve-block"] == "1" and h["x-abserve-placement"] == "a:1,b:0" for h in headers)
+
+
+@pytest.mark.timeout(120)
+def test_the_api_key_reaches_locust_only(upstream: TokenizingUpstream, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    key = "load-spec-key-0123456789"
+    spec = LoadSpec("interleaved", upstream.url, requests=2, users=1, seed=2, run_id="t-key",
+                    out_dir=tmp_path, timeout_s=30, api_key=key)
+    assert run_load(spec).requests_sent == 2
+    assert [h.get("authorization") for h, _ in upstream.arrivals] == [f"Bearer {key}"] * 2
+    assert API_KEY_ENV not in os.environ and key not in repr(spec)

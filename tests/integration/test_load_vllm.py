@@ -16,7 +16,7 @@ from abserve.telemetry import prove_lookup, read_telemetry
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import build_corpus
 from abserve.traffic.profiles import load_profile
-from abserve.traffic.runner import run_load
+from abserve.traffic.runner import LoadSpec, run_load
 from abserve.traffic.timing import read_timings
 
 pytestmark = pytest.mark.vllm
@@ -43,9 +43,9 @@ def test_chunk_boundary_images_are_split_across_engine_steps(vllm_pair: VllmPair
 
     for arm, url in vllm_pair.urls.items():
         before = gather_calls(vllm_pair.telemetry_dirs[arm])
-        summary = run_load("chunk-boundary", url, requests=N, users=1, seed=3,
+        summary = run_load(LoadSpec("chunk-boundary", url, requests=N, users=1, seed=3,
                            run_id=f"cb-{arm}", out_dir=tmp_path / arm, model=vllm_pair.model,
-                           overrides=overrides, timeout_s=300)
+                           overrides=overrides, timeout_s=300))
         assert (summary.requests_sent, summary.failures) == (N, 0)
         records = {r.corpus_index: r for r in read_timings([summary.timings_path])}
         for entry in entries:

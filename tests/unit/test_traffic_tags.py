@@ -9,7 +9,7 @@ import pytest
 
 from abserve.traffic.corpus import CorpusEntry, format_tags, parse_tags
 from abserve.traffic.run_state import RunOptions
-from abserve.traffic.runner import locust_args
+from abserve.traffic.runner import LoadSpec, locust_args
 
 
 def _entry() -> CorpusEntry:
@@ -38,17 +38,17 @@ def test_bad_or_reserved_tags_are_refused(bad: str) -> None:
 
 
 def test_run_load_passes_tags_as_a_locust_option(tmp_path: Path) -> None:
-    args = locust_args("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
+    args = locust_args(LoadSpec("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
                        seed=0, run_id="r", out_dir=tmp_path, shape="closed", rate=0.0,
                        max_error_rate=0.2, model=None, tokenize_url=None, overrides=[],
                        timeout_s=5.0, corpus=None, sweep_rates=None,
-                       tags={"block": "1", "placement": "a:1,b:0"})
+                       tags={"block": "1", "placement": "a:1,b:0"}))
     value = args[args.index("--abserve-tags") + 1]
     assert parse_tags(value) == {"block": "1", "placement": "a:1,b:0"}
-    plain = locust_args("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
+    plain = locust_args(LoadSpec("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
                         seed=0, run_id="r", out_dir=tmp_path, shape="closed", rate=0.0,
                         max_error_rate=0.2, model=None, tokenize_url=None, overrides=[],
-                        timeout_s=5.0, corpus=None, sweep_rates=None)
+                        timeout_s=5.0, corpus=None, sweep_rates=None))
     assert "--abserve-tags" not in plain
 
 

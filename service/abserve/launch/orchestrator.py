@@ -32,6 +32,8 @@ from rich.console import Console
 from abserve.compare import Judgment
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
+from abserve.launch import arm_servers
+from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
@@ -113,21 +115,18 @@ def ensure_model(config: ExperimentConfig) -> Path:
 
 
 def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict[str, VllmServer]:
-    """One server per arm, pinned to its CPUs of the first block."""
-    spec = config.server.server_spec(model, config.model.served_name)
+    """One server per arm (``abserve.launch.arm_servers``), pinned to its CPUs of the first block."""
     first = experiment_blocks(config)[0].placement
-    return {
-        name: VllmServer(
-            name,
-            spec,
-            arm.lookup,
-            paths.log(f"vllm-{name}"),
-            paths.telemetry(name),
-            cpus=first[name] or None,
-            extra_env=arm.server_env(),
-        )
-        for name, arm in config.arms.items()
-    }
+    return arm_servers.make_servers(config, model, first, paths.log, paths.telemetry)
+
+
+def check_arm_setup(config: ExperimentConfig, model: Path) -> dict[str, ArmFacts]:
+    """Refuse bad interpreters, unknown vLLM args, unset references and unreachable external
+    arms before any server starts (``abserve.launch.arm_checks``)."""
+    try:
+        return check_arms(config, arm_servers.full_argv(config, model))
+    except ArmCheckError as exc:
+        raise RunError(str(exc)) from None
 
 
 def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console: Console) -> None:
@@ -136,10 +135,15 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
 
     body = probe_body(config.model.served_name)
     for name, server in servers.items():
+        if config.arms[name].expected_mode is None:
+            continue  # nothing to prove (an external arm, or vLLM untouched): reported unproven
         response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300)
         if response.status_code != 200:
             raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
     for name, server in servers.items():
+        if config.arms[name].expected_mode is None:
+            console.print(f"arm {name} ({config.arms[name].kind}): [yellow]unproven[/] (no lookup to prove)")
+            continue
         if server.telemetry_dir is None:
             raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
         expected = config.arms[name].expected_mode
@@ -162,10 +166,10 @@ def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> 
 
 def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,
                     run_id: str, port: int) -> dict[str, object]:
-    arms = {name: {"url": server.url, "role": config.arms[name].role} for name, server in servers.items()}
+    arms, _ = arm_servers.router_arms(config, servers)
     settings: dict[str, object] = {
         "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
-        "arms": arms, "primary": config.router.get("primary", "a"),  # the arm the client hears
+        "arms": arms, "primary": config.router.get("primary", config.baseline),  # the arm the client hears
         "run_id": run_id, "run_dir": str(paths.out),
         "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
     }
@@ -175,16 +179,20 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
 class RouterProcess:
     """``abserve router`` as a subprocess; stopped with SIGTERM so it drains and flushes."""
 
-    def __init__(self, settings: dict[str, object], paths: RunPaths, api_key: str) -> None:
+    def __init__(self, settings: dict[str, object], paths: RunPaths, api_key: str,
+                 arms_with_keys: str | None = None) -> None:
         self.config_path = paths.out / "router.yaml"
         self.config_path.write_text(yaml.safe_dump(settings, sort_keys=True))
         self.url = f"http://127.0.0.1:{settings['port']}"
         self.log_path = paths.log("router")
         self.api_key = api_key
+        self.arms_with_keys = arms_with_keys  # external arms' keys: for the router's env, never a file
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 60.0) -> None:
         env = {**os.environ, "ABSERVE_ROUTER_API_KEY": self.api_key}
+        if self.arms_with_keys:
+            env["ABSERVE_ROUTER_ARMS"] = self.arms_with_keys
         cmd = [sys.executable, "-m", "abserve", "router", "--config", str(self.config_path)]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -216,7 +224,7 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
                paths: RunPaths, run_id: str) -> dict[str, object]:
     """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
     every profile, one after another, each request tagged with the block and placement."""
-    from abserve.traffic.runner import run_load
+    from abserve.traffic.runner import LoadSpec, run_load
 
     pinned = None
     if config.blocks.cpu_sets is not None:
@@ -226,14 +234,14 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
     tags = {"block": str(block.index), "placement": block.label}
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
-        summary = run_load(
+        summary = run_load(LoadSpec(
             item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
             out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
             model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
-            shape=config.load.shape, rate=config.load.rate,
-        )
+            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key,
+        ))
         if summary.abort_reason:
             raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
         sent += summary.requests_sent
@@ -243,15 +251,16 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
 def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
                 paths: RunPaths, run_id: str) -> None:
     """Requests of the first profile before block 0, tagged ``block=warmup``."""
-    from abserve.traffic.runner import run_load
+    from abserve.traffic.runner import LoadSpec, run_load
 
     item = config.load.profiles[0]
-    run_load(item.profile, router.url, requests=config.blocks.warmup_requests,
-             users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
-             out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
-             tokenize_url=servers["a"].url,
-             overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
-             max_error_rate=config.load.max_error_rate, tags={"block": "warmup"})
+    run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
+                      users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
+                      out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
+                      tokenize_url=servers["a"].url,
+                      overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
+                      max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
+                      api_key=router.api_key))
 
 
 def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
@@ -264,7 +273,6 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     rounds until the stop rule says the answer is known or the budget is spent; without,
     exactly ``blocks.count`` blocks are sent.
     """
-    os.environ["ABSERVE_API_KEY"] = router.api_key
     plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
     per_round, blocks_per_round = round_requests(config), rotations(config)
     total = config.blocks.warmup_requests + (
@@ -308,7 +316,8 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy) ->
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
                       model: Path, paths: RunPaths, run_id: str,
                       blocks: list[dict[str, object]] | None = None,
-                      rounds: RoundLog | None = None, died: ArmDeath | None = None) -> RunInfo:
+                      rounds: RoundLog | None = None, died: ArmDeath | None = None,
+                      facts: dict[str, ArmFacts] | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
@@ -317,7 +326,8 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
-        run.arms = {name: arm_provenance(name, server, config.arms[name]) for name, server in servers.items()}
+        run.arms = {name: arm_provenance(name, server, config.arms[name], (facts or {}).get(name))
+                    for name, server in servers.items()}
         run.provenance = run_provenance(config, config_path, model, blocks)
         if rounds is not None:
             run.provenance["sequential"] = rounds.as_provenance()
@@ -356,10 +366,12 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     router: RouterProcess | None = None
     finished = False
     died: ArmDeath | None = None
+    facts: dict[str, ArmFacts] = {}
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             model = ensure_model(config)
+            facts = check_arm_setup(config, model)
             servers = make_servers(config, model, paths)
             modes = ", ".join(f"{n}={a.expected_mode}" for n, a in config.arms.items())
             console.print(f"starting arms {modes} ...")
@@ -368,14 +380,16 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             console.print(f"arms ready in {time.monotonic() - started:.0f} s")
             prove_arms(config, servers, console)
             router = RouterProcess(
-                router_settings(config, servers, paths, run_id, free_port()), paths, secrets.token_urlsafe(24)
+                router_settings(config, servers, paths, run_id, free_port()), paths,
+                secrets.token_urlsafe(24), arm_servers.router_arms(config, servers)[1],
             )
             router.start()
             with watch_arms(servers):
                 blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds,
                                        policy, began)
             router.stop()
-            record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds)
+            record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds,
+                              facts=facts)
             finished = True
         except ArmDied as exc:  # the load stopped at once; what was answered is recorded
             died = exc.death
@@ -390,7 +404,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                 mark_interrupted(paths.database_url, run_id)
     if died is not None:  # judged anyway: the report is INVALID and says which arm and why
         record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
-                          died=died)
+                          died=died, facts=facts)
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
                          judging_roles(config, policy))
 

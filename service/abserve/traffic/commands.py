@@ -38,18 +38,18 @@ def load(
     processes: Annotated[int, typer.Option(help="Locust worker processes")] = 1,
 ) -> None:
     """Send a bounded load of one traffic profile and write per-request timings."""
-    from abserve.traffic.runner import LoadError, run_load
+    from abserve.traffic.runner import LoadError, LoadSpec, run_load
 
     if (requests is None) == (duration is None):
         raise typer.BadParameter("give exactly one of --requests or --duration")
     rid = run_id or f"load-{uuid.uuid4().hex[:12]}"
     rates = [float(r) for r in sweep_rates.split(",") if r.strip()] or None
     try:
-        summary = run_load(profile, host, requests=requests, duration=duration, users=users,
-                           seed=seed, run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
-                           rate=rate, max_error_rate=max_error_rate, model=model,
-                           tokenize_url=tokenize_url, overrides=set_ or [], corpus=corpus_file,
-                           sweep_rates=rates, processes=processes)
+        summary = run_load(LoadSpec(
+            profile, host, requests=requests, duration=duration, users=users, seed=seed,
+            run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
+            rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
+            overrides=set_ or [], corpus=corpus_file, sweep_rates=rates, processes=processes))
     except LoadError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

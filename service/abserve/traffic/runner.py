@@ -12,10 +12,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from abserve.traffic.corpus import format_tags
+from abserve.traffic.sender import API_KEY_ENV
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.timing import read_timings
 
@@ -57,68 +59,86 @@ class LoadSummary:
         return self.stop_reason if self.stop_reason not in (None, "completed") else None
 
 
-def locust_args(profile: str | Path, host: str, *, requests: int | None, duration: float | None,
-                users: int, seed: int | None, run_id: str, out_dir: Path, shape: ShapeName,
-                rate: float, max_error_rate: float, model: str | None,
-                tokenize_url: str | None, overrides: list[str], timeout_s: float,
-                corpus: Path | None, sweep_rates: list[float] | None,
-                tags: dict[str, str] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class LoadSpec:
+    """One bounded load run: what to send, where and how (``run_load``'s settings).
+
+    Exactly one of ``requests`` and ``duration``. ``tags`` go on every request as
+    ``x-abserve-KEY`` headers and end up in the router's ``Exchange.tags`` (the orchestrator
+    tags each block and its placement this way). ``api_key`` is given to the Locust process
+    only (as ``ABSERVE_API_KEY``), never set in this process's environment."""
+
+    profile: str | Path
+    host: str
+    _: KW_ONLY
+    run_id: str
+    out_dir: Path
+    requests: int | None = None
+    duration: float | None = None
+    users: int = 4
+    seed: int | None = None
+    shape: ShapeName = "closed"
+    rate: float = 0.0
+    max_error_rate: float = 0.2
+    model: str | None = None
+    tokenize_url: str | None = None
+    overrides: Sequence[str] = ()
+    timeout_s: float = 600.0
+    corpus: Path | None = None
+    sweep_rates: Sequence[float] | None = None
+    processes: int = 1
+    deadline_s: float | None = None
+    tags: Mapping[str, str] | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+def locust_args(spec: LoadSpec) -> list[str]:
     """The ``--abserve-*`` options (shared by local, master and worker processes)."""
-    if shape not in SHAPES:
-        raise LoadError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
-    if (requests is None) == (duration is None):
+    if spec.shape not in SHAPES:
+        raise LoadError(f"unknown shape {spec.shape!r} (one of {', '.join(SHAPES)})")
+    if (spec.requests is None) == (spec.duration is None):
         raise LoadError("give exactly one of requests or duration")
-    if shape != "closed" and rate <= 0 and not sweep_rates:
-        raise LoadError(f"shape {shape!r} needs a positive rate")
-    args = ["--host", host, "--abserve-profile", str(profile), "--abserve-run-id", run_id,
-            "--abserve-out", str(out_dir), "--abserve-shape", shape,
-            "--abserve-rate", str(rate), "--abserve-max-error-rate", str(max_error_rate),
-            "--abserve-timeout", str(timeout_s)]
-    args += ["--abserve-requests", str(requests)] if requests else [
-        "--abserve-duration", str(duration)]
-    optional = {"--abserve-seed": seed, "--abserve-model": model,
-                "--abserve-tokenize-url": tokenize_url, "--abserve-corpus": corpus,
-                "--abserve-set": ";".join(overrides) if overrides else None,
-                "--abserve-sweep-rates": ",".join(map(str, sweep_rates)) if sweep_rates else None,
-                "--abserve-tags": format_tags(tags) if tags else None}
+    if spec.shape != "closed" and spec.rate <= 0 and not spec.sweep_rates:
+        raise LoadError(f"shape {spec.shape!r} needs a positive rate")
+    args = ["--host", spec.host, "--abserve-profile", str(spec.profile),
+            "--abserve-run-id", spec.run_id, "--abserve-out", str(spec.out_dir),
+            "--abserve-shape", spec.shape, "--abserve-rate", str(spec.rate),
+            "--abserve-max-error-rate", str(spec.max_error_rate),
+            "--abserve-timeout", str(spec.timeout_s)]
+    args += ["--abserve-requests", str(spec.requests)] if spec.requests else [
+        "--abserve-duration", str(spec.duration)]
+    optional = {"--abserve-seed": spec.seed, "--abserve-model": spec.model,
+                "--abserve-tokenize-url": spec.tokenize_url, "--abserve-corpus": spec.corpus,
+                "--abserve-set": ";".join(spec.overrides) if spec.overrides else None,
+                "--abserve-sweep-rates": ",".join(map(str, spec.sweep_rates))
+                if spec.sweep_rates else None,
+                "--abserve-tags": format_tags(dict(spec.tags)) if spec.tags else None}
     for flag, value in optional.items():
         if value is not None:
             args += [flag, str(value)]
     return args
 
 
-def run_load(profile: str | Path, host: str, *, requests: int | None = None, users: int = 4,
-             seed: int | None = None, run_id: str, out_dir: Path, duration: float | None = None,
-             shape: ShapeName = "closed", rate: float = 0.0, max_error_rate: float = 0.2,
-             model: str | None = None, tokenize_url: str | None = None,
-             overrides: list[str] | None = None, timeout_s: float = 600.0,
-             corpus: Path | None = None, sweep_rates: list[float] | None = None,
-             processes: int = 1, deadline_s: float | None = None,
-             tags: dict[str, str] | None = None) -> LoadSummary:
-    """Run headless Locust until the load is sent (or stopped early) and summarize it.
-
-    ``tags`` go on every request as ``x-abserve-KEY`` headers and end up in the router's
-    ``Exchange.tags`` (the orchestrator tags each block and its placement this way).
-    """
-    out_dir = Path(out_dir)
+def run_load(spec: LoadSpec) -> LoadSummary:
+    """Run headless Locust until the load is sent (or stopped early) and summarize it."""
+    out_dir = Path(spec.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in [*out_dir.glob("timings-*.jsonl"), *out_dir.glob("node-*.json")]:
         stale.unlink()
     if not LOCUSTFILE.is_file():
         raise LoadError(f"locustfile not found at {LOCUSTFILE}")
-    common = locust_args(profile, host, requests=requests, duration=duration, users=users,
-                         seed=seed, run_id=run_id, out_dir=out_dir, shape=shape, rate=rate,
-                         max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
-                         overrides=overrides or [], timeout_s=timeout_s, corpus=corpus,
-                         sweep_rates=sweep_rates, tags=tags)
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
-           "-r", str(users), "--only-summary", "--stop-timeout", "5", *common]
-    if processes > 1:
-        cmd += ["--processes", str(processes)]
-    budget = deadline_s or ((duration or 0) + timeout_s + 120)
+    common = locust_args(spec)
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+           "-u", str(spec.users), "-r", str(spec.users), "--only-summary", "--stop-timeout", "5",
+           *common]
+    if spec.processes > 1:
+        cmd += ["--processes", str(spec.processes)]
+    budget = spec.deadline_s or ((spec.duration or 0) + spec.timeout_s + 120)
     cmd += ["--run-time", f"{int(budget)}s"]
     log_path = out_dir / "locust.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if spec.api_key is not None:
+        env[API_KEY_ENV] = spec.api_key
     with log_path.open("w") as log:
         try:
             proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -126,7 +146,7 @@ def run_load(profile: str | Path, host: str, *, requests: int | None = None, use
         except subprocess.TimeoutExpired as exc:
             raise LoadError(f"load run did not stop within {budget + 60:.0f}s; see {log_path}") \
                 from exc
-    return summarize(out_dir, run_id, str(profile), proc.returncode, log_path)
+    return summarize(out_dir, spec.run_id, str(spec.profile), proc.returncode, log_path)
 
 
 def summarize(out_dir: Path, run_id: str, profile: str, exit_code: int,
