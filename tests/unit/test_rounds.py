@@ -21,9 +21,11 @@ from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.rounds import (
     RoundLog,
     check_budget,
+    decision_needs,
     judging_roles,
     parse_budget,
     preflight,
+    requests_to_decide,
     rotations,
     round_requests,
     should_stop,
@@ -136,3 +138,26 @@ def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stdout + done.stderr
     assert "below one round" in done.stdout and "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "out" / "logs").exists()  # nothing started
+
+
+def _line(outcome: str, low: float, high: float, threshold: float) -> MetricLine:
+    return MetricLine(name="tpot.hl", metric="tpot", statistic="mean", direction="increase", critical=True,
+                      n=40, confidence=0.95, outcome=outcome, reason="", low=low, high=high,  # type: ignore[arg-type]
+                      threshold=threshold)
+
+
+def test_an_undecided_gate_says_what_budget_a_decision_would_need() -> None:
+    # half-width 1.0 around 0.0, margin 0.5 away: the width must halve, so 4x the requests
+    assert requests_to_decide(_line("inconclusive", -1.0, 1.0, 0.5), 40) == 160
+    assert requests_to_decide(_line("inconclusive", -1.0, 1.0, 0.01), 40) is None  # on the margin
+    assert requests_to_decide(_line("unstable", -1.0, 1.0, 0.5), 40) is None
+    assert requests_to_decide(_line("pass", -1.0, 0.4, 0.5), 40) is None
+    judgment = _judgment(("equality", True, "pass"))
+    judgment.metrics = [_line("inconclusive", -1.0, 1.0, 0.5)]
+    log = RoundLog(budget=BudgetConfig(requests=40), rounds=4, requests=40)
+    log.looks = [{"requests": 10, "seconds": 100.0}]
+    now = time.monotonic()
+    assert should_stop(log, judgment, now, 1.0, 10)
+    # pace between the looks: (seconds at this look - 100) / 30 requests; the stop reason says it
+    assert "a decision would need at least: tpot.hl about 160 requests" in log.stop_reason
+    assert decision_needs(judgment, 40, 3.0).endswith("tpot.hl about 160 requests (~8 min of load)")

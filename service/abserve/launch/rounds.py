@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from abserve.compare import Judgment, judge
 from abserve.compare.gates import stop_now
-from abserve.compare.model import DECIDED
+from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.blocks import Block, plan_blocks, split_requests
@@ -175,13 +175,58 @@ def should_stop(log: RoundLog, judgment: Judgment, started: float, round_seconds
     elapsed = time.monotonic() - started
     if budget.seconds is not None and elapsed + round_seconds > budget.seconds:
         log.stop_reason = (f"time budget of {budget.seconds:.0f} s reached after {log.rounds} rounds "
-                           f"({elapsed:.0f} s); undecided: {', '.join(undecided)}")
+                           f"({elapsed:.0f} s); undecided: {', '.join(undecided)}"
+                           + decision_needs(judgment, log.requests, load_pace(log)))
         return True
     if budget.requests is not None and log.requests + next_requests > budget.requests:
         log.stop_reason = (f"request budget of {budget.requests} reached after {log.rounds} rounds; "
-                           f"undecided: {', '.join(undecided)}")
+                           f"undecided: {', '.join(undecided)}"
+                           + decision_needs(judgment, log.requests, load_pace(log)))
         return True
     return False
+
+
+def requests_to_decide(line: MetricLine, requests: int) -> int | None:
+    """About how many requests would shrink ``line``'s interval off its threshold, at today's
+    effect and noise: the half-width shrinks like 1/sqrt(n) (an anytime interval a little slower,
+    so this is a lower bound). None when the gate is decided, unstable (more of the same data
+    does not settle a drift), has no interval, or sits on its threshold (no budget decides it)."""
+    if line.outcome in DECIDED or line.outcome == "unstable" or requests <= 0:
+        return None
+    if line.low is None or line.high is None or line.threshold is None:
+        return None
+    half, centre = (line.high - line.low) / 2, (line.high + line.low) / 2
+    distance = abs(centre - line.threshold)
+    if distance <= 0.05 * half:
+        return None
+    return math.ceil(requests * (half / distance) ** 2)
+
+
+def load_pace(log: RoundLog) -> float:
+    """Seconds of load per request between the first and the last look (servers' start left out)."""
+    first, last = log.looks[0], log.looks[-1]
+    sent = float(last["requests"]) - float(first["requests"])  # type: ignore[arg-type]
+    took = float(last["seconds"]) - float(first["seconds"])  # type: ignore[arg-type]
+    if sent > 0:
+        return took / sent
+    return float(last["seconds"]) / max(float(last["requests"]), 1.0)  # type: ignore[arg-type]
+
+
+def decision_needs(judgment: Judgment, requests: int, pace: float) -> str:
+    """What budget the undecided critical gates would need (``pace``: seconds per request of
+    load), as text for the stop reason."""
+    parts = []
+    for line in judgment.metrics:
+        if not line.critical or line.outcome in DECIDED:
+            continue
+        needed = requests_to_decide(line, requests)
+        if needed is None:
+            why = "unstable: it drifted" if line.outcome == "unstable" else "no budget decides it"
+            parts.append(f"{line.name} ({why})")
+        else:
+            minutes = needed * pace / 60
+            parts.append(f"{line.name} about {needed} requests (~{minutes:.0f} min of load)")
+    return "; a decision would need at least: " + ", ".join(parts) if parts else ""
 
 
 def wait_recorded(count: Callable[[], int], expected: int, timeout_s: float = 15.0) -> int:
