@@ -1,7 +1,8 @@
 """``abserve router --config FILE``: run the A/B router under uvicorn.
 
 Served with uvloop and httptools (the cheapest event loop and HTTP parser uvicorn has),
-one worker process: records and Prometheus metrics live in the process. Before serving,
+one process by default; ``--workers N`` runs N processes behind the port, sharing one run
+in PostgreSQL (``router/workers.py``). Before serving,
 everything alive after startup is frozen out of the garbage collector's sight
 (``gc.freeze``): the router's records keep ~600 container objects alive per exchange
 until they are written, which triggers full collections, and each one walked the whole
@@ -15,27 +16,45 @@ from __future__ import annotations
 import gc
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+if TYPE_CHECKING:
+    from abserve.router.settings import RouterSettings
 
-def serve(config: Path, host: str | None = None, port: int | None = None) -> None:
-    """Load settings and serve the router until SIGINT/SIGTERM (then drain and flush)."""
-    import uvicorn
 
-    from abserve.router import create_app, load_settings
-    from abserve.router.http_limits import limited_protocol
+def serve(config: Path, host: str | None = None, port: int | None = None,
+          workers: int = 1) -> None:
+    """Load settings and serve the router until SIGINT/SIGTERM (then drain and flush);
+    with ``workers`` > 1 as that many processes behind one port (``router/workers.py``)."""
+    from abserve.router import load_settings
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    settings = load_settings(config, **overrides)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    app = create_app(settings)
+    if workers != 1:
+        from abserve.router.workers import serve_workers
+
+        serve_workers(config, overrides, workers)
+        return
+    run_app(load_settings(config, **overrides))
+
+
+def run_app(settings: RouterSettings, fd: int | None = None, own_run: bool = True) -> None:
+    """Serve one router process: on ``settings.host``/``port``, or on an inherited listening
+    socket ``fd`` (a worker of several, which does not own its run)."""
+    import uvicorn
+
+    from abserve.router import create_app
+    from abserve.router.http_limits import limited_protocol
+
+    app = create_app(settings, own_run=own_run)
     freeze_heap()
+    where: dict[str, Any] = {"fd": fd} if fd is not None else {"host": settings.host,
+                                                               "port": settings.port}
     uvicorn.run(
         app,
-        host=settings.host,
-        port=settings.port,
+        **where,
         loop="uvloop",
         # httptools with a bounded request head (size, time): router/http_limits.py
         http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),
@@ -63,10 +82,12 @@ def register(app: typer.Typer) -> None:
                                              help="Router settings YAML")],
         host: Annotated[str | None, typer.Option(help="Override the listen address")] = None,
         port: Annotated[int | None, typer.Option(help="Override the listen port")] = None,
+        workers: Annotated[int, typer.Option(
+            min=1, help="Router processes behind the port (more than 1 needs PostgreSQL)")] = 1,
     ) -> None:
         """Serve the A/B router (fan-out to every arm, relay the primary, record all)."""
         try:
-            serve(config, host, port)
+            serve(config, host, port, workers)
         except ValueError as exc:  # settings refused (pydantic ValidationError is one)
             typer.echo(f"router: invalid settings: {exc}", err=True)
             raise typer.Exit(2) from exc

@@ -4,13 +4,19 @@ Per arm: requests, errors by class, time to first token and end-to-end latency
 histograms, and equality mismatches so far (token ids differing from the primary's, a
 cheap first look; the judgment step does the real comparison). Router-wide: requests
 rejected before fan-out by reason, and exchanges in flight.
+
+Several worker processes (``router.workers``) share their metrics through
+prometheus-client's multiprocess mode: the supervisor sets ``PROMETHEUS_MULTIPROC_DIR``
+before starting them, every value is kept in a file there, and whichever worker answers
+``/metrics`` renders the sum over all workers (in flight: summed over live workers).
 """
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from abserve.records import Exchange
@@ -18,6 +24,7 @@ from abserve.records import Exchange
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class _ArmMetrics(NamedTuple):
@@ -46,7 +53,8 @@ class RouterMetrics:
                                   ["arm"], registry=r)
         self.rejected = Counter("abserve_router_rejected", "Requests refused before fan-out",
                                 ["reason"], registry=r)
-        self.in_flight = Gauge("abserve_router_in_flight", "Exchanges in flight", registry=r)
+        self.in_flight = Gauge("abserve_router_in_flight", "Exchanges in flight", registry=r,
+                               multiprocess_mode="livesum")
         self._arms: dict[str, _ArmMetrics] = {}
 
     def _arm(self, name: str) -> _ArmMetrics:
@@ -75,4 +83,9 @@ class RouterMetrics:
                 children.mismatches.inc()
 
     def render(self) -> bytes:
+        """The exposition text: this app's registry, or every worker's in multiprocess mode."""
+        if os.environ.get(MULTIPROC_ENV):
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)
+            return generate_latest(merged)
         return generate_latest(self.registry)

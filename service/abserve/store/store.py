@@ -192,19 +192,15 @@ class Store:
             if result.rowcount == 0:
                 raise RunNotFoundError(run_id)
 
-    def heartbeat(self, run_id: str, conn: Connection | None = None) -> None:
-        """Record that this process is alive and owns ``run_id``'s writes."""
-        owner = Owner.current()
-        stmt = (
-            update(runs_table)
-            .where(runs_table.c.run_id == run_id)
-            .values(
-                heartbeat_at=time.time(),
-                owner_host=owner.host,
-                owner_pid=owner.pid,
-                owner_started=owner.started,
-            )
-        )
+    def heartbeat(self, run_id: str, conn: Connection | None = None, *, claim: bool = True) -> None:
+        """Record that this process is alive and (with ``claim``) owns ``run_id``'s writes.
+        A router worker of several heartbeats without claiming: the run's owner stays the
+        supervisor that created it (``router.workers``)."""
+        values: dict[str, Any] = {"heartbeat_at": time.time()}
+        if claim:
+            owner = Owner.current()
+            values.update(owner_host=owner.host, owner_pid=owner.pid, owner_started=owner.started)
+        stmt = update(runs_table).where(runs_table.c.run_id == run_id).values(values)
         if conn is not None:
             conn.execute(stmt)
             return

@@ -6,7 +6,9 @@ a thread-safe queue, safe from asyncio code. A background thread wakes every
 run's heartbeat. A SIGKILL therefore loses at most what was queued since the last commit
 (≤ one flush interval) plus the exchanges still in flight in the router; committed
 batches are whole (one transaction each), and the stale heartbeat/dead owner makes
-readers see the run as ``interrupted``.
+readers see the run as ``interrupted``. Several writers (one per router worker process)
+may write one run at once into PostgreSQL; each inserts only the exchanges its own process
+answered, and only the run's creator claims ownership in the heartbeat (``claim_owner``).
 
 Failures: a transient database error (locked, connection lost) keeps the batch and retries
 it next tick; a batch refused for integrity (e.g. a duplicate request id) is retried row by
@@ -40,6 +42,7 @@ class BatchWriter:
         flush_interval_s: float = 0.5,
         *,
         max_pending: int = 100_000,
+        claim_owner: bool = True,
     ) -> None:
         if not 0 < flush_interval_s <= 1.0:
             raise ValueError("flush_interval_s must be in (0, 1] seconds")
@@ -48,6 +51,7 @@ class BatchWriter:
         self.store = store
         self.run_id = run_id
         self.flush_interval_s = flush_interval_s
+        self.claim_owner = claim_owner  # False in a router worker of several: see Store.heartbeat
         self._queue: queue.Queue[Exchange] = queue.Queue(maxsize=max_pending)
         self._pending: list[Exchange] = []  # taken from the queue, not yet committed
         self._stop = threading.Event()
@@ -109,7 +113,7 @@ class BatchWriter:
             try:
                 with self.store.engine.begin() as conn:
                     self.store.insert_exchanges(conn, batch)
-                    self.store.heartbeat(self.run_id, conn)
+                    self.store.heartbeat(self.run_id, conn, claim=self.claim_owner)
             except IntegrityError:
                 self._pending = []
                 self._write_one_by_one(batch)
@@ -147,7 +151,7 @@ class BatchWriter:
             else:
                 self.written += 1
         try:
-            self.store.heartbeat(self.run_id)
+            self.store.heartbeat(self.run_id, claim=self.claim_owner)
         except SQLAlchemyError as exc:
             self.errors += 1
             log.warning("heartbeat failed (%s)", type(exc).__name__)

@@ -1,0 +1,185 @@
+"""``abserve router --workers N``: N router processes behind one port, one run, one store.
+
+One router process is one event loop: it uses one core. On a GPU host the router's CPU per
+1 MB request caps what one process can forward (``benchmarks/router_overhead.md``), so the
+router scales out to N worker processes. The supervisor (this module, in the ``abserve
+router`` process):
+
+1. creates the run once in the store, as its owner (``Store.create_run``); workers write
+   into it and heartbeat without claiming it, so a reader sees the run ``running`` while
+   the supervisor lives and ``interrupted`` if it dies;
+2. binds the listening socket once and hands it to every worker (they accept on the same
+   socket: an idle worker takes the next connection);
+3. starts the workers (``python -m abserve.router.workers``) with the same settings file,
+   the same run id and its own index, and restarts one that dies;
+4. on SIGINT/SIGTERM stops every worker with SIGTERM (each drains its exchanges and flushes
+   its records, as a single router does), then marks the run ``completed``.
+
+Several processes writing one run need PostgreSQL (``database_url``); SQLite stays the
+single-process default and is refused here. What is per process, and how it is made right
+across workers:
+
+- records: each worker inserts only the exchanges it answered (request ids are random
+  UUIDs), so every acknowledged exchange is stored exactly once;
+- metrics: prometheus-client's multiprocess mode in a directory the supervisor creates and
+  removes; any worker's ``/metrics`` reports the sum over all workers;
+- admission: ``max_concurrency`` and ``max_shadow_backlog`` are split between the workers
+  (``worker_share``: the shares sum to the configured limit), so the router as a whole
+  never holds more than configured. A worker whose share is full answers 503 even if
+  another has room (the kernel hands connections to whichever worker accepts first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from abserve.router.metrics import MULTIPROC_ENV
+from abserve.router.settings import RouterSettings, load_settings
+
+log = logging.getLogger("abserve.router")
+RESTART_PAUSE_S = 1.0  # between a worker's death and its replacement
+
+
+def worker_share(limit: int, workers: int, index: int) -> int:
+    """Worker ``index``'s part of a router-wide ``limit`` (at least 1 each)."""
+    base, extra = divmod(limit, workers)
+    return max(1, base + (1 if index < extra else 0))
+
+
+def check_multi(settings: RouterSettings, workers: int) -> None:
+    """Refuse settings several workers cannot share (ValueError, shown as a usage error)."""
+    if workers < 1:
+        raise ValueError("--workers must be at least 1")
+    if workers > 1 and not (settings.database_url or "").startswith("postgresql"):
+        raise ValueError("several router workers need a PostgreSQL database_url "
+                         "(SQLite serves one router process)")
+
+
+def worker_settings(config: Path, overrides: dict[str, Any], workers: int,
+                    index: int) -> RouterSettings:
+    """The settings of worker ``index``: the file's, the shared overrides, its admission share."""
+    settings = load_settings(config, **overrides)
+    return settings.model_copy(update={
+        "max_concurrency": worker_share(settings.max_concurrency, workers, index),
+        "max_shadow_backlog": worker_share(settings.max_shadow_backlog, workers, index),
+    })
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Supervisor:
+    """Starts, watches and stops the workers of one run."""
+
+    def __init__(self, config: Path, settings: RouterSettings, workers: int,
+                 overrides: dict[str, Any]) -> None:
+        self.config, self.settings, self.workers = config, settings, workers
+        self.overrides = {**overrides, "run_id": settings.run_id}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stopping = False
+
+    def _spawn(self, index: int, fd: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        args = [sys.executable, "-m", "abserve.router.workers", "--config", str(self.config),
+                "--fd", str(fd), "--workers", str(self.workers), "--index", str(index),
+                "--overrides", json.dumps(self.overrides)]
+        return subprocess.Popen(args, pass_fds=[fd], env=env)
+
+    def _stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        """Serve until SIGINT/SIGTERM; returns the number of worker restarts."""
+        from abserve.records import RunInfo
+        from abserve.store import Store
+
+        s = self.settings
+        store = Store.open(s.effective_database_url)
+        store.create_run(RunInfo(run_id=s.run_id, started_at=time.time(),
+                                 config={**s.public_config(), "workers": self.workers}))
+        metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
+        env = {**os.environ, MULTIPROC_ENV: metrics_dir}
+        sock = _listen(s.host, s.port)
+        restarts = 0
+        old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.procs = [self._spawn(i, sock.fileno(), env) for i in range(self.workers)]
+            log.info("router supervisor: run %s, %d workers on %s:%d", s.run_id,
+                     self.workers, s.host, s.port)
+            while not self.stopping:
+                time.sleep(0.2)
+                for i, proc in enumerate(self.procs):
+                    if proc.poll() is not None and not self.stopping:
+                        log.error("router worker %d (pid %d) exited with %s; restarting",
+                                  i, proc.pid, proc.returncode)
+                        time.sleep(RESTART_PAUSE_S)
+                        self.procs[i] = self._spawn(i, sock.fileno(), env)
+                        restarts += 1
+        finally:
+            sock.close()  # no new connections; workers still hold their copy until they stop
+            self._shutdown()
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            store.finish_run(s.run_id, "completed")
+            store.close()
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+        return restarts
+
+    def _shutdown(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.drain_timeout_s + 15
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("router worker pid %d did not stop; killing it", proc.pid)
+                proc.kill()
+                proc.wait()
+
+
+def serve_workers(config: Path, overrides: dict[str, Any], workers: int) -> None:
+    """Serve the router as ``workers`` processes (see the module docstring)."""
+    settings = load_settings(config, **overrides)
+    check_multi(settings, workers)
+    Supervisor(config, settings, workers, overrides).run()
+
+
+def _worker(argv: list[str]) -> None:
+    """One worker: the router app on the supervisor's socket, writing into its run."""
+    parser = argparse.ArgumentParser(prog="abserve.router.workers")
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--overrides", default="{}")
+    args = parser.parse_args(argv)
+    from abserve.router.commands import run_app
+
+    settings = worker_settings(args.config, json.loads(args.overrides), args.workers, args.index)
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s %(levelname)s %(name)s[w{args.index}] %(message)s")
+    run_app(settings, fd=args.fd, own_run=False)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1:])

@@ -1,0 +1,140 @@
+"""``abserve router --workers 2`` for real: two router processes, one port, one PostgreSQL run.
+
+The router runs as a subprocess (supervisor + 2 workers) against two fake upstreams and a
+real PostgreSQL server (the store tests' session server). Every streamed request gets a
+fresh connection, so the kernel spreads them over both workers. Checked: every exchange
+acknowledged to the client (its ``x-abserve-request-id``) is stored exactly once, both
+workers answered some, ``/metrics`` counts the requests of all workers whichever answers,
+the run is created once and ``completed`` after SIGTERM. Settings several workers cannot
+share (SQLite) are refused with a usage error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import yaml
+from tests.support.fake_upstream import FakeUpstream, free_port
+from tests.unit.store.conftest import PgServer, pg_server  # noqa: F401  (session fixture)
+
+from abserve.records import REQUEST_ID_HEADER
+from abserve.router.workers import worker_share
+from abserve.store import Store
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.postgres]
+REQUESTS = 60
+BODY = {"model": "fake-model", "stream": True, "max_tokens": 8, "temperature": 0,
+        "messages": [{"role": "user", "content": "count me once"}]}
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:  # noqa: F811
+    dbname = f"t_{uuid.uuid4().hex[:12]}"
+    with pg_server.admin() as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}" STRATEGY FILE_COPY')
+    yield pg_server.url(dbname)
+    with pg_server.admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def _config(tmp_path: Path, urls: list[str], database_url: str | None) -> tuple[Path, int]:
+    port = free_port()
+    config = {"arms": {"a": {"url": urls[0]}, "b": {"url": urls[1]}}, "primary": "a",
+              "dev_mode": True, "run_dir": str(tmp_path / "run"), "run_id": "workers-run",
+              "port": port, "max_concurrency": 64}
+    if database_url:
+        config["database_url"] = database_url
+    path = tmp_path / "router.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, port
+
+
+def _wait_up(proc: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "router exited during startup"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError("router did not come up")
+
+
+def _one(port: int) -> str:
+    headers = {"connection": "close"}  # a fresh connection each time: both workers get some
+    with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY,
+                      headers=headers, timeout=30) as resp:
+        assert resp.status_code == 200
+        text = b"".join(resp.iter_raw())
+    assert text.endswith(b"data: [DONE]\n\n")
+    return resp.headers[REQUEST_ID_HEADER]
+
+
+def _arm_requests(port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    found = re.search(r'^abserve_router_arm_requests_total\{arm="a"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_two_workers_store_every_acknowledged_exchange_once(tmp_path: Path, pg_url: str) -> None:
+    with FakeUpstream() as a, FakeUpstream() as b:
+        config, port = _config(tmp_path, [a.url, b.url], pg_url)
+        log = tmp_path / "router.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "abserve", "router", "--config",
+                                     str(config), "--workers", "2"], stdout=out, stderr=out)
+        try:
+            _wait_up(proc, port)
+            assert len(psutil.Process(proc.pid).children()) == 2
+            with ThreadPoolExecutor(6) as pool:
+                acked = list(pool.map(lambda _: _one(port), range(REQUESTS)))
+            deadline = time.monotonic() + 10  # shadows may still be recording
+            while _arm_requests(port) < REQUESTS and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert _arm_requests(port) == REQUESTS  # summed over workers
+        finally:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=90)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    per_worker = [len(re.findall(rf"\[w{i}\] exchange \w+ recorded", log.read_text()))
+                  for i in range(2)]
+    assert sum(per_worker) == REQUESTS and min(per_worker) > 0, per_worker
+    store = Store.open(pg_url)
+    try:
+        run = store.get_run("workers-run")
+        assert run is not None and run.status == "completed"
+        assert len(store.list_runs()) == 1
+        stored = [e.request_id for e in store.iter_exchanges("workers-run")]
+    finally:
+        store.close()
+    assert len(set(acked)) == REQUESTS
+    assert sorted(stored) == sorted(acked)  # each acknowledged exchange, exactly once
+
+
+def test_several_workers_refuse_sqlite(tmp_path: Path) -> None:
+    config, _ = _config(tmp_path, ["http://127.0.0.1:9", "http://127.0.0.1:9"], None)
+    done = subprocess.run([sys.executable, "-m", "abserve", "router", "--config", str(config),
+                           "--workers", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "PostgreSQL" in done.stderr
+
+
+def test_worker_shares_sum_to_the_router_wide_limit() -> None:
+    for limit in (1, 2, 7, 256):
+        for workers in (1, 2, 3, 4):
+            shares = [worker_share(limit, workers, i) for i in range(workers)]
+            assert min(shares) >= 1 and max(shares) - min(shares) <= 1
+            assert sum(shares) == max(limit, workers)
