@@ -39,7 +39,7 @@ def policy(**seq: object) -> Policy:
 
 
 def exchanges(n: int = 96, *, shift: float = 0.0, mismatch_at: int | None = None, seed: int = 3,
-              hashes: bool = True) -> list[Exchange]:
+              hashes: bool = True, tokens: int = 12) -> list[Exchange]:
     """b's gap per token = a's + ``shift`` - 2 µs per image (+ noise); b's tokens differ from
     position 5 on at exchange ``mismatch_at``."""
     rng = np.random.default_rng(seed)
@@ -48,9 +48,10 @@ def exchanges(n: int = 96, *, shift: float = 0.0, mismatch_at: int | None = None
         items, block = ITEMS[i % len(ITEMS)], i // 8
         common = 0.012 + rng.normal(0, 0.001)
         gap_b = common + shift - 2e-6 * items + rng.normal(0, 0.0003)
-        b_tokens = TOKENS[:5] + [40 + t for t in TOKENS[5:]] if i == mismatch_at else TOKENS
+        a_tokens = TOKENS[:tokens]
+        b_tokens = a_tokens[:5] + [40 + t for t in a_tokens[5:]] if i == mismatch_at else a_tokens
         tags = {"block": str(block), "placement": PLACEMENTS[block % 4], "corpus-index": str(i), "seed": "7"}
-        ex = exchange(i, [arm("a", TOKENS, ttft=0.4 + rng.normal(0, 0.004), itl=common),
+        ex = exchange(i, [arm("a", a_tokens, ttft=0.4 + rng.normal(0, 0.004), itl=common),
                           arm("b", b_tokens, ttft=0.4 + rng.normal(0, 0.004), itl=gap_b)],
                       items=items, profile="mixed", extra_tags=tags)
         if hashes:

@@ -1,0 +1,196 @@
+"""The report's first screen in real headless Chromium (Playwright driving ``/usr/bin/chromium``).
+
+What a release manager sees first, at desktop and phone widths, is screenshotted into the test's
+output folder (the paths are printed: run with ``-rP`` to see them) and asserted: the verdict, the
+equality result, the per-image effect and the latency sentences all inside the first screen, and
+nothing wider than the screen. The page fetches nothing; it is accessible (one h1, no skipped
+heading level, every chart an image with a text alternative, text contrast at least WCAG AA);
+no chart panel is empty; placement and blocks start collapsed. A report of 5,000 exchanges
+(synthetic records judged and written by the real code) loads in under 2 s.
+
+No fallback renderer: without Playwright's driver this test fails rather than passing on less.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.support import report_runs as rr
+
+from abserve.compare import Judgment
+from abserve.report import write_report
+from abserve.report.evidence import wanted
+from abserve.report.sentences import first_screen
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+DESKTOP = {"width": 1280, "height": 800}
+NARROW = {"width": 390, "height": 844}
+pytestmark = pytest.mark.browser
+
+# Contrast of every visible text against its nearest opaque background (WCAG 2 formula).
+CONTRAST_JS = """() => {
+  const lum = (c) => { const [r, g, b] = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(v => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const bg = (el) => { for (; el; el = el.parentElement) { const c = getComputedStyle(el).backgroundColor;
+      const a = c.match(/[\\d.]+/g); if (a && (a.length < 4 || Number(a[3]) > 0.5)) return c; }
+    return 'rgb(255, 255, 255)'; };
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || el.closest('details:not([open])')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const s = getComputedStyle(el), l1 = lum(s.color), l2 = lum(bg(el));
+    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+    const size = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
+    const need = (size >= 24 || (bold && size >= 18.66)) ? 3 : 4.5;
+    if (ratio < need) bad.push(`${el.tagName} "${el.textContent.trim().slice(0, 40)}" ${ratio.toFixed(2)}`);
+  }
+  return bad;
+}"""
+
+PANELS_JS = """() => [...document.querySelectorAll('figure')].map(f => {
+  const svg = f.querySelector('svg');
+  return {id: f.id, svg: !!svg,
+          marks: svg ? svg.querySelectorAll('circle, rect, polyline, polygon').length : 0,
+          text: f.textContent.includes('no data')};
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_page(browser: Any, html: Path, viewport: dict[str, int]) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport=viewport)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(html.as_uri(), wait_until="load")
+    return page, requests
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Judgment, Path]]:
+    root = tmp_path_factory.mktemp("reports")
+    ok = rr.judged()
+    ex = rr.exchanges(32, mismatch_at=21)
+    bad = rr.judged(ex, log=rr.sequential_log(2, "decided after 2 rounds: equality failed"))
+    evidence = {e.request_id: e for e in ex if e.request_id in wanted(bad)}
+    return {"pass": (ok, write_report(ok, root / "pass").html),
+            "fail": (bad, write_report(bad, root / "fail", exchanges=evidence).html)}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("name", ["pass", "fail"])
+def test_first_screen_tells_verdict_effect_and_equality(browser: Any, name: str,
+                                                        reports: dict[str, tuple[Judgment, Path]],
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    j, html = reports[name]
+    shots = tmp_path_factory.getbasetemp() / "report-screenshots"
+    shots.mkdir(exist_ok=True)
+    for label, viewport in (("desktop", DESKTOP), ("narrow", NARROW)):
+        page, requests = open_page(browser, html, viewport)
+        path = shots / f"{name}-{label}.png"
+        page.screenshot(path=str(path))  # the first screen only: what is seen before scrolling
+        print(f"first screen, {name} run, {label} {viewport['width']}px: {path}")
+        assert requests == [html.as_uri()]  # nothing fetched but the page itself
+        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        verdict = page.locator("#verdict")
+        assert verdict.inner_text() == j.verdict.upper() and verdict.is_visible()
+        items = page.locator("#first-screen li")
+        said = [s.text for s in first_screen(j)]
+        assert items.count() == len(said)
+        texts = [items.nth(i).inner_text() for i in range(items.count())]
+        assert all(t.startswith(s) for t, s in zip(texts, said, strict=True))
+        seen = [i for i in range(items.count())
+                if (items.nth(i).bounding_box() or {"y": 1e9})["y"] < viewport["height"]]
+        if label == "desktop":  # every sentence, and so verdict, equality and per-image effect
+            assert seen == list(range(len(said)))
+            assert any(t.startswith("Per image, bisect (b) saves") for t in texts)
+        else:  # the verdict and the equality result at least
+            assert seen[:1] == [0] and texts[0].startswith("Output")
+        page.close()
+
+
+def audit(page: Any) -> list[str]:
+    """Every accessibility or empty-panel problem of the open page (empty: none)."""
+    problems: list[str] = []
+    tags = page.eval_on_selector_all("h1,h2,h3,h4,h5,h6", "hs => hs.map(h => h.tagName)")
+    levels = [int(t[1]) for t in tags]
+    if levels.count(1) != 1 or levels[:1] != [1]:
+        problems.append(f"headings start {levels[:3]}: one h1 first expected")
+    problems += [f"heading level skipped: h{a} then h{b}" for a, b in itertools.pairwise(levels)
+                 if b - a > 1]
+    svgs = page.eval_on_selector_all(
+        "svg", "ss => ss.map(s => [s.getAttribute('role'), s.getAttribute('aria-label'), "
+               "s.querySelector('title') && s.querySelector('title').textContent])")
+    problems += [f"chart without a text alternative: {svg}" for svg in svgs
+                 if not (svg[0] == "img" and svg[1] and svg[2])]
+    if page.eval_on_selector_all("img:not([alt])", "is => is.length"):
+        problems.append("img without alt")
+    problems += [f"low contrast: {c}" for c in page.evaluate(CONTRAST_JS)]
+    problems += [f"empty panel: {p}" for p in page.evaluate(PANELS_JS)
+                 if not p["svg"] or not p["marks"] or p["text"]]
+    if page.eval_on_selector_all(".charts", "cs => cs.filter(c => !c.children.length).length"):
+        problems.append("empty chart row")
+    links = page.eval_on_selector_all("a[href^='#']", "as => as.map(a => a.getAttribute('href'))")
+    problems += [f"link to nowhere: {h}" for h in links if page.locator(f'[id="{h[1:]}"]').count() != 1]
+    return problems
+
+
+@pytest.mark.timeout(180)
+def test_accessible_and_no_empty_panel(browser: Any, reports: dict[str, tuple[Judgment, Path]]) -> None:
+    for _, html in reports.values():
+        page, _ = open_page(browser, html, DESKTOP)
+        assert audit(page) == []
+        assert page.locator("svg").count() >= 6
+        for closed in ("#placement-details", "#breakdown-details"):
+            assert page.locator(closed).get_attribute("open") is None
+        page.close()
+
+
+@pytest.mark.timeout(180)
+def test_the_audit_catches_a_bad_page(browser: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><h1>t</h1><h3>skipped</h3><p style="color:#bbb">faint</p>'
+                   '<div class="charts"></div><figure><svg><text>x: no data</text></svg></figure>'
+                   '<a href="#nowhere">x</a></body></html>')
+    page, _ = open_page(browser, bad, DESKTOP)
+    found = " | ".join(audit(page))
+    for problem in ("heading level skipped", "text alternative", "low contrast: P", "empty panel",
+                    "empty chart row", "link to nowhere"):
+        assert problem in found
+    page.close()
+
+
+@pytest.mark.timeout(600)
+def test_a_report_of_5000_exchanges_opens_in_under_2_s(browser: Any, tmp_path: Path) -> None:
+    ex = rr.exchanges(5000, mismatch_at=77, hashes=False, tokens=6)
+    j = rr.judged(ex, log=rr.sequential_log(20, "decided after 20 rounds"))
+    assert j.exchanges_total == 5000
+    shown = {e.request_id: e for e in ex if e.request_id in wanted(j)}
+    html = write_report(j, tmp_path, exchanges=shown).html
+    began = time.perf_counter()
+    page, requests = open_page(browser, html, DESKTOP)
+    wall = time.perf_counter() - began
+    load_ms = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+    print(f"5000-exchange report: {html.stat().st_size} bytes, load event at {load_ms:.0f} ms, "
+          f"goto {wall:.2f} s")
+    assert load_ms < 2000 and requests == [html.as_uri()]
+    assert page.locator("#verdict").inner_text() == j.verdict.upper()
+    page.close()
