@@ -1,24 +1,46 @@
 # abserve's service image: router, Locust master and workers, and the report, all from the
 # same `abserve[service]` install (no vLLM, no GPU libraries). Runs as an unprivileged user.
-FROM python:3.11-slim
+#
+# Build arguments (docker-compose.yml passes them; the GPU host needs none of them):
+#   PYTHON_IMAGE     the base; python:3.11-slim, or on a machine that cannot pull images the
+#                    Debian base scripts/compose-images.sh builds (docker-compose.cpu.yml)
+#   PIP_OPTIONS      extra pip options; the CPU stack installs from its local wheelhouse,
+#                    served on the host's loopback during the build (docker-compose.cpu.yml)
+#   EXTRA_CA_CERTS   PEM certificates pip must trust besides the base's own, for a network
+#                    whose proxy re-signs TLS (the usual corporate proxy), e.g.
+#                    ABSERVE_EXTRA_CA_CERTS="$(cat /usr/local/share/ca-certificates/*.crt)"
+#                    They are used by this build's pip only, never written into the image.
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE}
+ARG PIP_OPTIONS=""
+ARG EXTRA_CA_CERTS=""
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 WORKDIR /app
 COPY pyproject.toml README.md /app/
 COPY service /app/service
-RUN python -m pip install "/app[service]" \
- && useradd --create-home --uid 10001 abserve \
- && mkdir -p /runs /reports \
- && chown abserve:abserve /runs /reports
+# hadolint ignore=SC2086
+RUN set -e; \
+    if [ -n "$EXTRA_CA_CERTS" ]; then \
+      printf '%s\n' "$EXTRA_CA_CERTS" | cat /etc/ssl/certs/ca-certificates.crt - > /tmp/build-ca.pem; \
+      export PIP_CERT=/tmp/build-ca.pem; \
+    fi; \
+    python3 -m venv /opt/venv; \
+    pip install $PIP_OPTIONS "/app[service]"; \
+    rm -f /tmp/build-ca.pem; \
+    useradd --create-home --uid 10001 abserve; \
+    mkdir -p /runs /reports; \
+    chown abserve:abserve /runs /reports
 # Load profiles and their locustfile; configs are mounted read-only at run time (compose)
 # and copied here as well so the image also works on its own.
 COPY loadtest /app/loadtest
 COPY configs /app/configs
-COPY docker/run-router.sh docker/run-load.sh docker/prepare-run.sh docker/run-report.sh /app/docker/
+COPY docker/*.sh /app/docker/
 
 USER abserve
 ENTRYPOINT ["abserve"]

