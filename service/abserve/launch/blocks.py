@@ -17,7 +17,8 @@ balanced order, so each arm spends the same share of the run in each slot and th
 - ``apply_placement(servers, placement)``: the thin I/O step, re-pinning each running
   server's whole process tree (``abserve.launch.server.pin_tree``) without a restart.
 
-Everything but ``apply_placement`` is pure.
+Everything but ``apply_placement`` is pure. The tag format itself (``placement_label``,
+``parse_placement``) is ``abserve.placement``, shared with the judgment.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from abserve.placement import parse_placement, placement_label  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from abserve.config import ExperimentConfig
@@ -46,22 +49,6 @@ class Block:
     def label(self) -> str:
         """The placement as one tag value, e.g. ``a:0,b:1`` (``a:0+1,b:2+3`` for wider sets)."""
         return placement_label(self.placement)
-
-
-def placement_label(placement: Mapping[str, Sequence[int]]) -> str:
-    """``{"a": (0,), "b": (1,)}`` -> ``a:0,b:1``; an unpinned arm is ``*``."""
-    return ",".join(f"{arm}:{'+'.join(map(str, cpus)) or '*'}" for arm, cpus in placement.items())
-
-
-def parse_placement(label: str) -> dict[str, str]:
-    """``a:0,b:1`` -> ``{"a": "0", "b": "1"}`` (the CPU set of each arm, as its label)."""
-    out: dict[str, str] = {}
-    for part in label.split(","):
-        arm, sep, cpus = part.partition(":")
-        if not sep or not arm.strip() or not cpus.strip():
-            raise ValueError(f"placement {label!r}: expected 'arm:cpus,arm:cpus'")
-        out[arm.strip()] = cpus.strip()
-    return out
 
 
 def rotation(arms: Sequence[str], cpu_sets: Sequence[Sequence[int]], r: int) -> Placement:
