@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import FastAPI, Request
@@ -65,7 +65,8 @@ class RouterState:
 
 @asynccontextmanager
 async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIterator[ExchangeSink]:
-    """The store's batch writer for this run; marks the run completed on a clean exit. A
+    """The store's batch writer for this run; marks the run completed on a clean exit (and
+    interrupted when the router's lifespan ends with an error). A
     worker of several (``own_run`` False) only writes: its supervisor creates and finishes
     the run (``router.workers``)."""
     from abserve.store import BatchWriter, Store
@@ -78,12 +79,14 @@ async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIte
     writer = BatchWriter(store, settings.run_id, flush_interval_s=settings.flush_interval_s,
                          claim_owner=own_run)
     writer.start()
+    status: Literal["completed", "interrupted"] = "interrupted"  # unless the lifespan ends cleanly
     try:
         yield writer
+        status = "completed"
     finally:
         writer.close()
         if own_run:
-            store.finish_run(settings.run_id, "completed")
+            store.finish_run(settings.run_id, status)
         close = getattr(store, "close", None)
         if callable(close):
             close()
