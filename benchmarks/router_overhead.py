@@ -2,8 +2,12 @@
 
 One run, paths interleaved batch by batch (their order rotating every round) so all see
 the same machine state. Each request is a streamed chat of ~1 MB (4 data-URL images +
-text) to a fast local fake upstream (``tests/support/fake_upstream.py``, 16 tokens, no
-delay). Paths:
+text, temperature 0) to fast local fake upstreams: by default ``benchmarks/memory_arm.py``
+(answers 16 tokens from memory without parsing the request, so the arms take as little of
+the two cores as an upstream can), with ``--arms fake`` the Python fake vLLM of the tests
+(``tests/support/fake_upstream.py``, parses every request). The client is
+``benchmarks/light_client.py`` (a bare uvloop protocol: a fraction of httpx's CPU per
+request), and its own CPU per request is reported. Paths:
 
 - ``direct``: the client calls upstream ``a``;
 - ``router``: ``abserve router`` (subprocess, real SQLite store) fanning out to ``a``
@@ -21,7 +25,8 @@ Levels: 1, 16 and 64 concurrent streams. Reports TTFT (first body bytes) and end
 time per request (over the whole level, so records written after the answer count),
 and the shadow upstream's CPU per request.
 
-    .venv/bin/python benchmarks/router_overhead.py [--quick] [--baseline REV]
+    .venv/bin/python benchmarks/router_overhead.py [--quick] [--baseline REV] [--arms fake]
+        [--levels 1:200,16:480]
 
 Writes the table into ``benchmarks/router_overhead.md`` between the result markers.
 """
@@ -44,10 +49,12 @@ import httpx
 import numpy as np
 import orjson
 import psutil
+import uvloop
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.light_client import LightClient  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
 
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
@@ -99,24 +106,8 @@ def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | N
     return spawn(["-m", "abserve", "router", "--config", str(tmp / f"{name}.yaml")], env), port
 
 
-async def one(client: httpx.AsyncClient, url: str, body: bytes) -> Sample:
-    t0 = time.perf_counter()
-    ttft = None
-    async with client.stream("POST", url, content=body,
-                             headers={"content-type": "application/json"}) as resp:
-        resp.raise_for_status()
-        tail = b""
-        async for chunk in resp.aiter_raw():
-            if ttft is None:
-                ttft = time.perf_counter() - t0
-            tail = (tail + chunk)[-32:]
-    if not tail.endswith(b"data: [DONE]\n\n"):
-        raise RuntimeError("stream did not end with [DONE]")
-    return ttft or 0.0, time.perf_counter() - t0
-
-
-async def batch(client: httpx.AsyncClient, url: str, body: bytes, n: int) -> list[Sample]:
-    return list(await asyncio.gather(*(one(client, url, body) for _ in range(n))))
+async def batch(client: LightClient, n: int) -> list[Sample]:
+    return list(await asyncio.gather(*(client.one() for _ in range(n))))
 
 
 def cpu_s(proc: psutil.Process) -> float:
@@ -124,30 +115,35 @@ def cpu_s(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-async def measure(urls: dict[str, str], procs: dict[str, psutil.Process], shadow: psutil.Process,
-                  body: bytes, levels: dict[int, int]) -> list[dict[str, object]]:
+async def measure(ports: dict[str, int], procs: dict[str, psutil.Process],
+                  shadow: psutil.Process, body: bytes,
+                  levels: dict[int, int]) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
-    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128,
-                          keepalive_expiry=2.0)  # under the servers' 5 s keep-alive
-    paths = list(urls)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        for conc, total in levels.items():
-            samples: dict[str, list[Sample]] = {p: [] for p in paths}
-            for path in paths:  # warm every path's pools
-                await batch(client, urls[path], body, conc)
-            await asyncio.sleep(1.0)
-            cpu0 = {p: cpu_s(proc) for p, proc in procs.items()}
-            shadow0 = cpu_s(shadow)
-            for i in range(max(1, total // conc)):
-                for path in paths[i % len(paths):] + paths[:i % len(paths)]:
-                    samples[path] += await batch(client, urls[path], body, conc)
-            await asyncio.sleep(1.0)  # records are written after the answers
-            cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
-                   for p, proc in procs.items()}
-            shadow_n = sum(len(samples[p]) for p in paths if p in TWO_ARMS or "baseline" in p)
-            row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n)
-            rows.append(row)
-            print(row, flush=True)
+    paths = list(ports)
+    me = psutil.Process()
+    for conc, total in levels.items():
+        clients = {p: LightClient("127.0.0.1", ports[p], "/v1/chat/completions", body)
+                   for p in paths}
+        samples: dict[str, list[Sample]] = {p: [] for p in paths}
+        for path in paths:  # open and warm every path's connections
+            await batch(clients[path], conc)
+        await asyncio.sleep(1.0)
+        cpu0 = {p: cpu_s(proc) for p, proc in procs.items()}
+        shadow0, me0 = cpu_s(shadow), cpu_s(me)
+        for i in range(max(1, total // conc)):
+            for path in paths[i % len(paths):] + paths[:i % len(paths)]:
+                samples[path] += await batch(clients[path], conc)
+        client_cpu = (cpu_s(me) - me0) * 1000 / sum(len(v) for v in samples.values())
+        await asyncio.sleep(1.0)  # records are written after the answers
+        cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
+               for p, proc in procs.items()}
+        shadow_n = sum(len(samples[p]) for p in paths if p in TWO_ARMS or "baseline" in p)
+        row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n)
+        row["client_cpu"] = client_cpu
+        rows.append(row)
+        for client in clients.values():
+            client.close()
+        print(row, flush=True)
     return rows
 
 
@@ -179,7 +175,9 @@ def table(rows: list[dict[str, object]]) -> str:
             lines.append(f"| {row['concurrency']} | {path} | {int(st['n'])} | "
                          + " | ".join(cells) + f" | {cpu} |")
     shadow = ", ".join(f"{r['concurrency']} streams {r['shadow_cpu']:.2f}" for r in rows)
-    return "\n".join(lines) + f"\n\nShadow upstream `b` CPU ms per request it served: {shadow}."
+    client = ", ".join(f"{r['concurrency']} streams {r['client_cpu']:.2f}" for r in rows)
+    return ("\n".join(lines) + f"\n\nShadow upstream `b` CPU ms per request it served: {shadow}."
+            f" Load client CPU ms per request: {client}.")
 
 
 def write_md(text: str) -> None:
@@ -201,11 +199,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="router overhead vs direct")
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--baseline", metavar="REV", help="also run the router at git REV")
+    parser.add_argument("--arms", choices=["memory", "fake"], default="memory",
+                        help="fake arms: memory_arm.py (default) or the tests' fake vLLM")
+    parser.add_argument("--levels", help="concurrency:requests,... (default 1:200,16:480,64:512)")
     args = parser.parse_args()
     body = make_body()
     ups = {"a": free_port(), "b": free_port()}
-    procs = [spawn(["tests/support/fake_upstream.py", "--port", str(ups[n]), "--tokens", "16"])
-             for n in ups]
+    arm = (["benchmarks/memory_arm.py"] if args.arms == "memory"
+           else ["tests/support/fake_upstream.py"])
+    procs = [spawn([*arm, "--port", str(ups[n]), "--tokens", "16"]) for n in ups]
+    levels = QUICK if args.quick else LEVELS
+    if args.levels:
+        levels = {int(c): int(n) for c, n in (x.split(":") for x in args.levels.split(","))}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         routers = {"router": start_router(tmp, "router", ups, None),
@@ -223,13 +228,11 @@ def main() -> None:
                 wait_up(f"http://127.0.0.1:{port}/health")
             for _, port in routers.values():
                 wait_up(f"http://127.0.0.1:{port}/livez")
-            urls = {"direct": f"http://127.0.0.1:{ups['a']}/v1/chat/completions"}
-            urls |= {name: f"http://127.0.0.1:{port}/v1/chat/completions"
-                     for name, (_, port) in routers.items()}
+            ports = {"direct": ups["a"]} | {name: port for name, (_, port) in routers.items()}
             watched = {name: psutil.Process(proc.pid) for name, (proc, _) in routers.items()}
             t = time.perf_counter()
-            rows = asyncio.run(measure(urls, watched, psutil.Process(procs[1].pid), body,
-                                       QUICK if args.quick else LEVELS))
+            rows = uvloop.run(measure(ports, watched, psutil.Process(procs[1].pid), body,
+                                       levels))
             took = time.perf_counter() - t
         finally:
             for p in procs:
@@ -238,10 +241,11 @@ def main() -> None:
                 p.wait(timeout=30)
     header = (f"Last run: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
               f"load average {os.getloadavg()[0]:.1f}, body {len(body) / 1e6:.2f} MB, "
+              f"arms {args.arms}, "
               f"{took:.0f} s. Times in ms; added = path − direct at the same percentile.")
     text = header + "\n\n" + table(rows)
     print(text)
-    if not args.quick:
+    if not args.quick and not args.levels:
         write_md(text)
 
 
