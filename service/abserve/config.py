@@ -1,39 +1,57 @@
 """Experiment configuration: what ``abserve run`` starts, sends and judges.
 
 One YAML file (``configs/cpu-default.yaml``, ``configs/gpu-*.yaml``) names the model, the
-server arguments every arm shares, the arms and the lookup each must prove, router
+server arguments every arm shares, the arms (``abserve.arms``: managed servers, external
+endpoints or images; one baseline, any number of candidates and noise floors), router
 overrides, the bounded load plan (traffic profiles one after another) and the policy.
-The CPU default builds its tiny model offline; GPU configs name a hub model and are run by
-``docker compose`` through ``abserve.deploy.compose_env`` with the same load items.
+Everything here is checked when the file loads, before any server starts: unknown keys,
+router overrides (against the router's own settings), secrets written as literals. The
+checks that need the machine (interpreters, endpoints, vLLM's own argument parser) are
+``abserve.launch.arm_checks``. The CPU default builds its tiny model offline; GPU configs
+name a hub model and are run by ``docker compose`` through ``abserve.deploy.compose_env``,
+which reads this same schema.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from abserve.deploy.compose_env import ArgValue, LoadItem, render_args
+from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
 from abserve.launch.blocks import Order, is_balanced, plan_blocks
-from abserve.launch.server import ServerSpec
 from abserve.yamlfile import read_mapping
 
-Lookup = Literal["linear", "bisect"]
-Role = Literal["baseline", "candidate", "noise_floor"]
+__all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
+
+# Router settings that ``abserve run`` sets itself for every run.
+RUN_OWNED_ROUTER_KEYS = frozenset(
+    {"run_id", "run_dir", "database_url", "host", "port", "api_key", "dev_mode"})
 
 
 class ModelConfig(BaseModel):
-    """The served model; ``builder: tiny-llava`` builds it offline when missing."""
+    """The served model: ``builder: tiny-llava`` builds it offline when missing; a hub model
+    is ``id`` (and its pinned ``revision``) for compose, or a local ``path``."""
 
     model_config = ConfigDict(extra="forbid")
     builder: Literal["tiny-llava"] | None = "tiny-llava"
     path: Path = Path(".abserve/models/tiny-llava")
-    served_name: str = "tiny-llava"
+    id: str | None = Field(default=None, min_length=1)
+    revision: str | None = None
+    served_name: str = Field(default="tiny-llava", min_length=1)
     spec: dict[str, Any] = Field(default_factory=dict)  # TinyModelSpec overrides
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hub_model_is_not_built(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("id") and "builder" not in data:
+            return {**data, "builder": None}
+        return data
 
-class ServerConfig(BaseModel):
+
+class ServerConfig(ServerFlags):
     """Server settings every arm shares (only the lookup mode differs between arms)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -47,51 +65,30 @@ class ServerConfig(BaseModel):
     lookup_scope: Literal["runner", "all"] = "runner"
     seed: int = 0
     startup_timeout_s: float = 300.0
-    args: dict[str, ArgValue] = Field(default_factory=dict)  # further vLLM flags
-    env: dict[str, str] = Field(default_factory=dict)
-
-    def server_spec(self, model_path: Path, served_name: str) -> ServerSpec:
-        return ServerSpec(
-            model=str(model_path),
-            served_model_name=served_name,
-            max_model_len=self.max_model_len,
-            dtype=self.dtype,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            max_images=self.max_images,
-            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
-            enforce_eager=self.enforce_eager,
-            prefix_caching=self.prefix_caching,
-            seed=self.seed,
-            lookup_scope=self.lookup_scope,
-            extra_args=render_args(self.args),
-            env=self.env,
-            startup_timeout_s=self.startup_timeout_s,
-        )
 
 
-class ArmConfig(BaseModel):
-    """One arm: the lookup its server must prove, its role, and optionally its CPUs.
-
-    ``mutant`` turns the arm into a TEST-ONLY wrong build (``abserve.mutants``) that a
-    report must catch; it is part of the mode the server proves (``linear+slow``).
-    """
+class LoadItem(BaseModel):
+    """One traffic profile, how many requests of it to send, and overrides of its knobs."""
 
     model_config = ConfigDict(extra="forbid")
-    lookup: Lookup
-    role: Role = "baseline"
-    cpus: list[int] | None = None
-    mutant: Literal["drop-straddle", "slow", "embed-fault"] | None = None
-    mutant_env: dict[str, str] = Field(default_factory=dict)  # ABSERVE_MUTANT_DELAY_US, ...
+    profile: str = Field(pattern=r"^[A-Za-z0-9._/-]+$")
+    requests: int = Field(gt=0)
+    set: dict[str, Any] = Field(default_factory=dict)  # locustfile's --abserve-set, dotted keys
 
-    @property
-    def expected_mode(self) -> str:
-        return self.lookup if self.mutant is None else f"{self.lookup}+{self.mutant}"
+    def plan_item(self) -> str:
+        """``profile:requests[:key=value;key=value]``, one word of compose's ``ABSERVE_LOAD_PLAN``."""
+        item = f"{self.profile}:{self.requests}"
+        if self.set:
+            pairs = ";".join(f"{key}={_plain(value)}" for key, value in self.set.items())
+            item = f"{item}:{pairs}"
+        if any(ch.isspace() for ch in item):
+            raise ValueError(f"load item {item!r} must not contain whitespace")
+        return item
 
-    def server_env(self) -> dict[str, str]:
-        """Extra server environment of this arm (the mutant selection, if any)."""
-        if self.mutant is None:
-            return {}
-        return {"ABSERVE_MUTANT": self.mutant, **self.mutant_env}
+
+def _plain(value: Any) -> str:
+    """A YAML-readable scalar or compact JSON (JSON is YAML) for an override value."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 class LoadConfig(BaseModel):
@@ -166,7 +163,7 @@ class ExperimentConfig(BaseModel):
     model: ModelConfig = ModelConfig()
     server: ServerConfig = ServerConfig()
     arms: dict[str, ArmConfig]
-    router: dict[str, Any] = Field(default_factory=dict)  # RouterSettings overrides
+    router: dict[str, Any] = Field(default_factory=dict)  # RouterSettings overrides, checked
     load: LoadConfig
     blocks: BlocksConfig = BlocksConfig()
     budget: BudgetConfig | None = None
@@ -174,9 +171,56 @@ class ExperimentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_arms(self) -> ExperimentConfig:
-        if "a" not in self.arms or len(self.arms) < 2:
-            raise ValueError("arm 'a' (the baseline) and at least one other arm are required")
+        if len(self.arms) < 2:
+            raise ValueError("at least two arms are required: one baseline and one to compare with it")
+        baselines = [name for name, arm in self.arms.items() if arm.role == "baseline"]
+        if not baselines and "a" in self.arms and self.arms["a"].role is None:
+            baselines = ["a"]  # the default: arm "a" is the baseline, arms without a role candidates
+        if len(baselines) != 1:
+            raise ValueError(f"exactly one arm must be the baseline (role: baseline, or the arm named "
+                             f"'a' without a role); found {baselines or 'none'}")
+        for name, arm in self.arms.items():
+            if arm.role is None:
+                arm.role = "baseline" if name == baselines[0] else "candidate"
+        images = [name for name, arm in self.arms.items() if arm.kind == "image"]
+        if images and len(images) != len(self.arms):
+            raise ValueError(f"arms {images} are images (run by docker compose); the others are "
+                             "not: an experiment runs all its arms one way")
         return self
+
+    @model_validator(mode="after")
+    def _check_router(self) -> ExperimentConfig:
+        """Router overrides are validated by the router's own settings now, not minutes into a run."""
+        from abserve.router.settings import RouterSettings, describe
+
+        owned = sorted(RUN_OWNED_ROUTER_KEYS & set(self.router))
+        unknown = sorted(set(self.router) - set(RouterSettings.model_fields))
+        if unknown:
+            known = sorted(RouterSettings.model_fields)
+            raise ValueError(f"router: unknown settings {unknown}; known: {known}")
+        if owned and not self.compose:
+            raise ValueError(f"router: {owned} are set by abserve run itself")
+        primary = self.router.get("primary", self.baseline)
+        if primary not in self.arms:
+            raise ValueError(f"router.primary {primary!r} is not an arm (arms: {sorted(self.arms)})")
+        arms = self.router.get("arms") or {name: {"url": "http://127.0.0.1:9"} for name in self.arms}
+        try:
+            RouterSettings.model_validate({**self.router, "arms": arms, "primary": primary, "dev_mode": True})
+        except ValidationError as exc:
+            raise ValueError(f"router: {describe(exc)}") from None
+        return self
+
+    @property
+    def compose(self) -> bool:
+        """Whether ``docker compose`` runs this experiment (its router names the arms' URLs)."""
+        return "arms" in self.router
+
+    @property
+    def baseline(self) -> str:
+        return next(name for name, arm in self.arms.items() if arm.role == "baseline")
+
+    def arms_with_role(self, role: Role) -> list[str]:
+        return [name for name, arm in self.arms.items() if arm.role == role]
 
     @model_validator(mode="after")
     def _check_blocks(self) -> ExperimentConfig:
@@ -196,6 +240,18 @@ class ExperimentConfig(BaseModel):
         return self
 
 
+class ConfigError(ValueError):
+    """An experiment file refused; one ``field: problem`` line per error, never a value from it."""
+
+
 def load_experiment(path: Path | str) -> ExperimentConfig:
-    """Read and validate an experiment YAML file (``extends: OTHER.yaml`` allowed)."""
-    return ExperimentConfig.model_validate(read_mapping(Path(path)))
+    """Read and validate an experiment YAML file (``extends: OTHER.yaml`` allowed); raises
+    ``ConfigError`` whose message quotes no value of the file (it may hold secrets)."""
+    try:
+        return ExperimentConfig.model_validate(read_mapping(Path(path)))
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors(include_url=False, include_input=False, include_context=False):
+            where = ".".join(str(p) for p in error["loc"]) or "experiment"
+            lines.append(f"{where}: {error['msg']}")
+        raise ConfigError(f"{path}: " + "; ".join(lines)) from None

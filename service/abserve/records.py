@@ -115,6 +115,22 @@ class ArmProvenance(BaseModel):
     url: str | None = None
     placement: dict[str, object] = Field(default_factory=dict)  # cpus / gpu assigned
     telemetry: LookupTelemetry = Field(default_factory=LookupTelemetry)
+    # The general arm (abserve.arms): how it ran, its env (secrets masked: references as
+    # written), its interpreter and the model it served (id, revision or root).
+    kind: str = "managed"  # managed | external | image
+    role: str | None = None
+    python: str | None = None
+    server_env: dict[str, str] = Field(default_factory=dict)
+    model: dict[str, object] = Field(default_factory=dict)
+
+    @property
+    def proof_state(self) -> str:
+        """``proven <mode>``, ``unproven`` (nothing to prove) or ``NOT proven <mode>``."""
+        if self.expected_lookup is None:
+            return f"proven {self.proven_lookup}" if self.proven_lookup else "unproven"
+        if self.proven_lookup == self.expected_lookup:
+            return f"proven {self.proven_lookup}"
+        return f"NOT proven {self.expected_lookup}"
 
 
 class RunInfo(BaseModel):

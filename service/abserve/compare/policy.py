@@ -149,6 +149,9 @@ class Policy(_Strict):
     max_error_rate: float = Field(default=0.02, ge=0.0, le=1.0)
     min_coverage: float = Field(default=0.99, ge=0.0, le=1.0)
     allow_unmeasured_floor: bool = True
+    # An arm that proves no lookup (an external endpoint, a stock build) is reported as
+    # "unproven"; with require_proof such an arm makes the run invalid.
+    require_proof: bool = False
     equality: EqualityRule = EqualityRule()
     placement: PlacementRule = PlacementRule()
     sequential: SequentialRule = SequentialRule()

@@ -173,6 +173,8 @@ def invalid_reasons(
         prov = run.arms.get(name)
         if prov is None:
             reasons.append(f"arm {name!r} is missing from the run")
+        elif prov.expected_lookup is None and prov.proven_lookup is None and policy.require_proof:
+            reasons.append(f"arm {name!r} is unproven (it proved no lookup) and the policy requires a proof")
         elif prov.expected_lookup is not None and prov.proven_lookup != prov.expected_lookup:
             proven = prov.proven_lookup or "nothing"
             reasons.append(

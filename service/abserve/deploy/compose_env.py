@@ -2,33 +2,38 @@
 
 `docker-compose.yml` takes every experiment-specific value (model, vLLM server arguments,
 determinism settings, which arms run, the load plan) from environment variables, so one
-compose file serves every ``configs/gpu-*.yaml``. This module reads such a config, checks
-that it fits the compose file (arm names and lookups, the router's arm URLs, no flag that
-compose sets itself or that opens the server's file system) and renders the variables as
-an env file for ``docker compose --env-file``. ``scripts/signoff.sh`` runs it as
+compose file serves every ``configs/gpu-*.yaml``. This module reads such a config with the
+experiment schema (``abserve.config``, the one ``abserve run`` reads too), checks that it
+fits the compose file (arm names and lookups, the router's arm URLs, no flag that compose
+sets itself or that opens the server's file system) and renders the variables as an env
+file for ``docker compose --env-file``. ``scripts/signoff.sh`` runs it as
 ``python -m abserve.deploy.compose_env CONFIG``. Pure apart from ``main``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import model_validator
+
+from abserve.arms import ArgValue, render_args
+from abserve.config import ExperimentConfig, LoadItem
 
 # What each compose service runs: docker-compose.yml pins these per service.
 SERVICE_LOOKUP: dict[str, str] = {"a": "linear", "b": "bisect", "a2": "linear"}
 NOISE_FLOOR_PROFILE = "noise-floor"  # compose profile that enables vllm-a2
 ARM_PORT = 8000
-# Server environment the compose file passes to every arm (x-vllm-env).
+# Server environment the compose file passes to every arm (x-vllm-env). Not
+# CUBLAS_WORKSPACE_CONFIG: vLLM sets its own under batch invariance, so a config's value would
+# be recorded but not used.
 PASSED_ENV = frozenset(
-    {"VLLM_BATCH_INVARIANT", "VLLM_USE_V2_MODEL_RUNNER", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG",
-     "ABSERVE_MM_LOOKUP_SCOPE"}
+    {"VLLM_BATCH_INVARIANT", "VLLM_USE_V2_MODEL_RUNNER", "PYTHONHASHSEED", "ABSERVE_MM_LOOKUP_SCOPE"}
 )
 # Flags compose sets itself (per host or for security) and a config must not repeat.
 COMPOSE_OWNED_FLAGS = frozenset(
@@ -36,119 +41,56 @@ COMPOSE_OWNED_FLAGS = frozenset(
      "--allowed-media-domains", "--model"}
 )
 FORBIDDEN_FLAGS = frozenset({"--allowed-local-media-path"})
+POLICY = "configs/policy/default.yaml"
+__all__ = ["ArgValue", "ComposeExperiment", "LoadItem", "compose_env", "load_experiment", "render_args"]
 
-ArgValue = str | int | float | bool | dict[str, Any]
+class ComposeExperiment(ExperimentConfig):
+    """An experiment config (``abserve.config``, the one schema) that also fits the compose file:
+    arms are its services, with the lookup each service runs, and the router's arm URLs are the
+    services' URLs. Checked on the raw mapping first, so the compose reason is the one given."""
 
-
-class ModelSpec(BaseModel):
-    """The model every arm serves."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1)
-    revision: str = "main"
-    served_name: str = Field(min_length=1)
-
-
-class ServerSpec(BaseModel):
-    """vLLM server arguments and environment shared by every arm."""
-
-    model_config = ConfigDict(extra="allow")  # e.g. notes for humans
-    args: dict[str, ArgValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("args")
+    @model_validator(mode="before")
     @classmethod
-    def _check_flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for flag in args:
-            if not flag.startswith("--"):
-                raise ValueError(f"server arg {flag!r} must be a long flag (--name)")
-            name = flag.split("=", 1)[0].split(".", 1)[0]
-            if name in FORBIDDEN_FLAGS:
-                raise ValueError(f"{name} is forbidden: it lets requests read the server's files")
-            if name in COMPOSE_OWNED_FLAGS:
-                raise ValueError(f"{name} is set by docker-compose.yml (see .env.example)")
-        return args
-
-    @field_validator("env")
-    @classmethod
-    def _check_env(cls, env: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(env) - PASSED_ENV)
+    def _fits_compose(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        server = data.get("server") or {}
+        _check_compose_flags(server.get("args") or {})
+        unknown = sorted(set(server.get("env") or {}) - PASSED_ENV)
         if unknown:
             raise ValueError(f"docker-compose.yml does not pass {unknown}; passed: {sorted(PASSED_ENV)}")
-        return env
-
-
-class ArmSpec(BaseModel):
-    """One arm: which lookup its server must prove."""
-
-    model_config = ConfigDict(extra="allow")
-    lookup: Literal["linear", "bisect"]
-
-
-class LoadItem(BaseModel):
-    """One traffic profile, how many requests of it to send, and overrides of its knobs."""
-
-    model_config = ConfigDict(extra="forbid")
-    profile: str = Field(pattern=r"^[A-Za-z0-9._/-]+$")
-    requests: int = Field(gt=0)
-    set: dict[str, Any] = Field(default_factory=dict)  # locustfile's --abserve-set, dotted keys
-
-    def plan_item(self) -> str:
-        """``profile:requests[:key=value;key=value]``, one word of ``ABSERVE_LOAD_PLAN``."""
-        item = f"{self.profile}:{self.requests}"
-        if self.set:
-            pairs = ";".join(f"{key}={_plain(value)}" for key, value in self.set.items())
-            item = f"{item}:{pairs}"
-        if any(ch.isspace() for ch in item):
-            raise ValueError(f"load item {item!r} must not contain whitespace")
-        return item
-
-
-def _plain(value: Any) -> str:
-    """A YAML-readable scalar or compact JSON (JSON is YAML) for an override value."""
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-
-
-class LoadSpec(BaseModel):
-    """The bounded load: profiles run one after another."""
-
-    model_config = ConfigDict(extra="allow")
-    users: int = Field(8, ge=1)
-    profiles: list[LoadItem] = Field(min_length=1)
-
-
-class ComposeExperiment(BaseModel):
-    """The parts of a GPU experiment config that docker compose consumes."""
-
-    model_config = ConfigDict(extra="allow")  # policy, notes, ... are for other readers
-    name: str
-    model: ModelSpec
-    server: ServerSpec
-    arms: dict[str, ArmSpec]
-    router: dict[str, Any]
-    load: LoadSpec
-    policy: str = Field("configs/policy/default.yaml", pattern=r"^configs/[A-Za-z0-9._/-]+\.ya?ml$")
-
-    @model_validator(mode="after")
-    def _fits_compose(self) -> ComposeExperiment:
+        arms = data.get("arms") or {}
         for arm in ("a", "b"):
-            if arm not in self.arms:
+            if arm not in arms:
                 raise ValueError(f"arm {arm!r} is required")
-        for arm, spec in self.arms.items():
+        for arm, spec in arms.items():
             if arm not in SERVICE_LOOKUP:
                 raise ValueError(f"arm {arm!r} has no compose service (known: {sorted(SERVICE_LOOKUP)})")
-            if spec.lookup != SERVICE_LOOKUP[arm]:
-                raise ValueError(
-                    f"arm {arm!r} runs {SERVICE_LOOKUP[arm]!r} in compose, config says {spec.lookup!r}"
-                )
-        router_arms = self.router.get("arms") or {}
-        if set(router_arms) != set(self.arms):
-            raise ValueError(f"router.arms {sorted(router_arms)} must equal arms {sorted(self.arms)}")
+            lookup = (spec or {}).get("lookup")
+            if lookup != SERVICE_LOOKUP[arm]:
+                want = SERVICE_LOOKUP[arm]
+                raise ValueError(f"arm {arm!r} runs {want!r} in compose, config says {lookup!r}")
+        router_arms = (data.get("router") or {}).get("arms") or {}
+        if set(router_arms) != set(arms):
+            raise ValueError(f"router.arms {sorted(router_arms)} must equal arms {sorted(arms)}")
         for arm, spec in router_arms.items():
             want = arm_url(arm)
             if (spec or {}).get("url") != want:
                 raise ValueError(f"router.arms.{arm}.url must be {want!r} (the compose service)")
-        return self
+        if not re.fullmatch(r"configs/[A-Za-z0-9._/-]+\.ya?ml", str(data.get("policy", POLICY))):
+            raise ValueError("policy must be a configs/*.yaml path relative to the repository root")
+        if not (data.get("model") or {}).get("id"):
+            raise ValueError("model.id (the hub model compose serves) is required")
+        return data
+
+
+def _check_compose_flags(args: dict[str, Any]) -> None:
+    for flag in args:
+        name = flag.split("=", 1)[0].split(".", 1)[0]
+        if name in FORBIDDEN_FLAGS:
+            raise ValueError(f"{name} is forbidden: it lets requests read the server's files")
+        if name in COMPOSE_OWNED_FLAGS:
+            raise ValueError(f"{name} is set by docker-compose.yml (see .env.example)")
 
 
 def arm_url(arm: str) -> str:
@@ -156,34 +98,21 @@ def arm_url(arm: str) -> str:
     return f"http://vllm-{arm}:{ARM_PORT}"
 
 
-def render_args(args: dict[str, ArgValue]) -> list[str]:
-    """Server args as argv: ``true`` → bare flag, ``false`` → omitted, mappings → JSON."""
-    argv: list[str] = []
-    for flag, value in args.items():
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            continue
-        elif isinstance(value, dict):
-            argv.append(f"{flag}={json.dumps(value, separators=(',', ':'), sort_keys=True)}")
-        else:
-            argv.append(f"{flag}={value}")
-    return argv
-
-
 def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, str]:
     """The compose variables of one experiment (``config_path`` relative to the repo root)."""
     plan = " ".join(item.plan_item() for item in experiment.load.profiles)
     env = {
         "ABSERVE_CONFIG": config_path,
-        "ABSERVE_MODEL": experiment.model.id,
-        "ABSERVE_MODEL_REVISION": experiment.model.revision,
+        "ABSERVE_MODEL": experiment.model.id or "",
+        "ABSERVE_MODEL_REVISION": experiment.model.revision or "main",
         "ABSERVE_SERVED_MODEL_NAME": experiment.model.served_name,
         "VLLM_SERVER_ARGS": shlex.join(render_args(experiment.server.args)),
         "ABSERVE_LOAD_PLAN": plan,
         "ABSERVE_LOAD_USERS": str(experiment.load.users),
-        "ABSERVE_POLICY": experiment.policy,
+        "ABSERVE_POLICY": experiment.policy.as_posix(),
         "COMPOSE_PROFILES": NOISE_FLOOR_PROFILE if "a2" in experiment.arms else "",
+        # The arms prepare-run.sh lays out and run-report.sh proves: exactly the config's.
+        "ABSERVE_ARMS": " ".join(arm for arm in SERVICE_LOOKUP if arm in experiment.arms),
     }
     env.update(experiment.server.env)
     return env

@@ -23,6 +23,7 @@ from abserve.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
 if TYPE_CHECKING:
     from abserve.config import ArmConfig, ExperimentConfig
+    from abserve.launch.arm_checks import ArmFacts
     from abserve.launch.server import VllmServer
 
 
@@ -48,12 +49,29 @@ def proven_provenance(records: list[ProcessTelemetry], expected: str | None) -> 
     )
 
 
-def arm_provenance(name: str, server: VllmServer, arm: ArmConfig) -> ArmProvenance:
-    """One arm's proof (from its telemetry), its server arguments and its placement."""
+def arm_provenance(name: str, server: VllmServer, arm: ArmConfig,
+                   facts: ArmFacts | None = None) -> ArmProvenance:
+    """One arm's proof (from its telemetry) or "unproven", its kind, server arguments, env
+    (secrets masked), interpreter, vLLM version, model and placement."""
+    from abserve.arms import masked
+    from abserve.vllm_plugin import installed_vllm_version
+
     records = read_telemetry(server.telemetry_dir) if server.telemetry_dir else []
     provenance = proven_provenance(records, arm.expected_mode)
+    if not records:
+        provenance.proof_detail = provenance.proof_detail or "unproven: no lookup to prove"
+    provenance.kind, provenance.role, provenance.url = arm.kind, arm.role, server.url
+    version = facts.vllm_version if facts else None
+    provenance.vllm_version = provenance.vllm_version or version or (
+        installed_vllm_version() if arm.kind == "managed" and arm.own_python else None)
+    if arm.kind == "external":
+        provenance.placement = {"cpus": "external"}
+        provenance.model = dict(facts.model) if facts else {}
+        return provenance
     provenance.server_args = server.spec.args(server.port)
-    provenance.url = server.url
+    provenance.server_env = masked({**server.spec.env, **arm.env, **arm.mutant_env})
+    provenance.python = str(arm.interpreter)
+    provenance.model = {"path": server.spec.model, "served_name": server.spec.served_model_name}
     provenance.placement = {"cpus": list(server.cpus) if server.cpus else "unpinned"}
     return provenance
 

@@ -139,6 +139,7 @@ class VllmServer:
     port: int = field(default_factory=free_port)
     cpus: Sequence[int] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. a test-only mutant
+    python: str | None = None  # the arm's interpreter (another venv's vLLM); None: abserve's own
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ready_after_s: float | None = None
@@ -149,7 +150,8 @@ class VllmServer:
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
+        python = self.python or sys.executable
+        return [python, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
 
     def start(self) -> VllmServer:
         """Launch the process (returns at once; call ``wait_ready``).
@@ -240,6 +242,46 @@ class VllmServer:
         psutil.wait_procs(alive, timeout=5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+
+
+@dataclass
+class ExternalServer(VllmServer):
+    """An arm that is already running (``url:``): abserve never starts or stops it, only waits
+    until ``/v1/models`` answers (with its key) and records what it can."""
+
+    external_url: str = ""
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return self.external_url
+
+    def start(self) -> VllmServer:
+        self.started_at = time.monotonic()
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        deadline = time.monotonic() + (timeout_s or 30.0)
+        last = "no answer"
+        with httpx.Client(timeout=5.0, headers=headers) as client:
+            while time.monotonic() < deadline:
+                try:
+                    status = client.get(f"{self.url}/v1/models").status_code
+                    if status == 200:
+                        self.ready_after_s = time.monotonic() - self.started_at
+                        return
+                    last = f"HTTP {status}"
+                except httpx.TransportError as exc:
+                    last = type(exc).__name__
+                time.sleep(0.5)
+        raise ServerStartError(f"external arm '{self.name}' at {self.url} not ready: {last}")
+
+    def tree(self) -> list[psutil.Process]:
+        return []
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        return None
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:
