@@ -109,6 +109,18 @@ def trend_words(t: TrendLine | None) -> str:
             + ("" if t.intercept is not None else " (no intercept recorded: line not drawn)") + ".")
 
 
+def gate_words(j: Judgment, metric: str) -> str:
+    """The per-image gate on ``metric``, when the policy has one: what the verdict used."""
+    gate = next((m for m in j.metrics if m.kind == "per_item" and m.metric == metric), None)
+    if gate is None or gate.estimate is None:
+        return ""
+    kind = "anytime-valid" if gate.trajectory else "fixed-sample"
+    bounds = ("not yet bounded" if gate.low is None or gate.high is None
+              else f"[{gate.low * 1e6:+.3f}, {gate.high * 1e6:+.3f}]")
+    return (f" The per-image gate ({kind} interval, the one the verdict uses): "
+            f"{gate.estimate * 1e6:+.3f} µs per image {bounds}, {gate.outcome}.")
+
+
 def lookup_rows(j: Judgment) -> list[LookupRow]:
     rows = []
     for name, arm in j.arms.items():
@@ -131,7 +143,7 @@ def x_range(j: Judgment, rows: list[LookupRow]) -> tuple[float, float] | None:
 def panel(j: Judgment, metric: str, span: tuple[float, float] | None) -> Panel:
     placed, left = buckets(j, metric)
     trend = next((t for t in j.trends if t.metric == metric), None)
-    words = trend_words(trend)
+    words = trend_words(trend) + gate_words(j, metric)
     if span is None or len(placed) < 2:
         why = ("no paired differences by images per request (no items tags or no pairs)" if not placed
                else f"a single images-per-request bucket ({placed[0].label}, {placed[0].n} pairs)")

@@ -86,7 +86,7 @@ def equality_sentence(j: Judgment) -> Sentence:
             excess = rule.get("allowed_excess_rate", 0.0) if isinstance(rule, dict) else 0.0
             bound += (f", not yet below the {_rate(float(excess) + float(res))} the policy needs"
                       if j.sequential and isinstance(res, int | float) else f" (equality {eq.outcome})")
-        text = (f"Outputs identical on {same} of {n} requests{extra}, compared {how}{bound}.")
+        text = f"Outputs identical on {same} of {n} requests ({how}){extra}{bound}."
         return Sentence(text, "#output-equality", "output equality", "Output equality",
                         "pass" if eq.outcome == "pass" else "open")
     kinds = ", ".join(f"{counts[c]} {c}" for c in ("divergent", "close", "drift") if counts.get(c))

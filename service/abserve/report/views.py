@@ -351,6 +351,7 @@ def summary(j: Judgment) -> dict[str, object]:
     """A short digest of the judgment for ``report.json`` (SI units; the model is beside it)."""
     log = sequential_log(j)
     st = story(j)
+    eq = j.equality_verdict
     return {
         "verdict": j.verdict,
         "exit_code": j.exit_code,
@@ -365,6 +366,12 @@ def summary(j: Judgment) -> dict[str, object]:
         "exchanges_judged": j.exchanges_judged,
         "placement_known": j.placement_known,
         "placement_statement": st.placement,
+        "equality": None if eq is None or not j.equality else {
+            "outcome": eq.outcome, "mismatches": j.equality[0].summary.mismatches,
+            "comparable": j.equality[0].comparable, "rate_high": eq.candidate_high,
+            "drift_tolerance": eq.drift_tolerance},
+        "per_image": {t.metric: {"slope": t.slope, "low": t.low, "high": t.high, "unit": "s per item"}
+                      for t in j.trends},
         "gates": [
             {
                 "name": m.name,

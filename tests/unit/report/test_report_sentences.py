@@ -25,7 +25,7 @@ PASS_LATENCY = [
 ]
 GOLDEN: dict[str, list[str]] = {
     "pass": [
-        "Outputs identical on 96 of 96 requests, compared bitwise, logprobs included; "
+        "Outputs identical on 96 of 96 requests (bitwise, logprobs included); "
         "a mismatch rate above 5.9% is ruled out.",
         *PASS_LATENCY,
         "Per image, bisect (b) saves 1.88 µs per output token [1.07, 2.69] and no difference in time "
@@ -44,7 +44,7 @@ GOLDEN: dict[str, list[str]] = {
         "Stopped: decided after 2 rounds: equality failed (2 rounds, 32 requests, 40 s; budget 540 s).",
     ],
     "fail_latency": [
-        "Outputs identical on 48 of 48 requests, compared bitwise, logprobs included; a mismatch rate "
+        "Outputs identical on 48 of 48 requests (bitwise, logprobs included); a mismatch rate "
         "above 10.8% is ruled out, not yet below the 10.0% the policy needs.",
         "Bisect (b) is slower per output token: +1.729 ms [+1.474, +1.983], beyond the allowed +0.606 ms.",
         "Bisect (b) is not slower to the first token: -0.370 ms [-2.811, +2.071], allowed +20.002 ms.",
@@ -54,7 +54,7 @@ GOLDEN: dict[str, list[str]] = {
         "Stopped: decided after 3 rounds: tpot.hl failed (3 rounds, 48 requests, 60 s; budget 540 s).",
     ],
     "inconclusive": [
-        "Outputs identical on 24 of 24 requests, compared bitwise, logprobs included; a mismatch rate "
+        "Outputs identical on 24 of 24 requests (bitwise, logprobs included); a mismatch rate "
         "above 19.4% is ruled out, not yet below the 10.0% the policy needs.",
         "Bisect (b) is not slower per output token: -0.291 ms [-0.709, +0.126], allowed +0.615 ms.",
         "Bisect (b) is not slower to the first token: -1.263 ms [-4.153, +1.626], allowed +19.989 ms.",
@@ -120,6 +120,9 @@ def test_each_sentence_links_to_its_evidence_in_html_md_and_json(
     summary = json.loads(paths.json.read_text())["summary"]
     assert [x["text"] for x in summary["sentences"]] == GOLDEN[name]
     assert summary["verdict"] == VERDICTS[name]
+    assert summary["equality"]["mismatches"] == (1 if name == "fail_equality" else 0)
+    assert summary["per_image"]["tpot"]["unit"] == "s per item"
+    assert summary["per_image"]["tpot"]["low"] <= summary["per_image"]["tpot"]["slope"]
 
 
 def test_tones_mark_what_failed(judgments: dict[str, Judgment]) -> None:
