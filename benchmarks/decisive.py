@@ -42,7 +42,7 @@ from abserve.compare.policy import ArmRoles
 from abserve.compare.sequential import Design, coefficient_path
 from abserve.compare.stats import hodges_lehmann
 from abserve.compare.verdict import threshold_for
-from abserve.store import Store
+from abserve.store.latest import latest_run
 
 
 def run_rows(dirs: Sequence[Path]) -> list[dict[str, object]]:
@@ -76,12 +76,10 @@ def print_runs(rows: list[dict[str, object]]) -> None:
 
 def aa_pairs(db: str, policy: Policy, metric: str) -> tuple[list[float], float]:
     """The judged pairs' differences of ``metric`` and the baseline median of one A/A' store."""
-    store = Store.open(f"sqlite:///{Path(db).resolve()}")
-    try:
-        run = sorted(store.list_runs(), key=lambda r: r.started_at)[-1]
-        ordered = sorted(store.iter_exchanges(run.run_id), key=lambda ex: (ex.started_at, ex.request_id))
-    finally:
-        store.close()
+    stored = latest_run(db)
+    if stored is None:
+        raise SystemExit(f"{db}: no run stored")
+    ordered = sorted(stored.exchanges, key=lambda ex: (ex.started_at, ex.request_id))
     lat = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in ordered}
     judged, _ = select_judged(ordered, lat, policy)
     sample = paired_sample(judged, lat, metric, policy.arms.baseline, policy.arms.candidate)

@@ -37,7 +37,7 @@ from abserve.compare import Judgment, Policy, judge, load_policy
 from abserve.compare.judge import drop_warmup
 from abserve.compare.policy import ArmRoles
 from abserve.records import Exchange, RunInfo
-from abserve.store import Store
+from abserve.store.latest import latest_run
 
 BLOCK_MIN_PAIRS = 6  # abserve.compare.blocked leaves out blocks with fewer pairs
 
@@ -67,15 +67,10 @@ class Tally:
 def load(source: str) -> tuple[RunInfo, list[Exchange], str, str]:
     db, _, arms = source.partition(":")
     baseline, _, candidate = (arms or "a:a2").partition(":")
-    store = Store.open(f"sqlite:///{db}")
-    try:
-        runs = sorted(store.list_runs(), key=lambda r: r.started_at)
-        if not runs:
-            raise SystemExit(f"{db}: no run stored")
-        run = runs[-1]
-        return run, list(store.iter_exchanges(run.run_id)), baseline, candidate
-    finally:
-        store.close()
+    stored = latest_run(db)
+    if stored is None:
+        raise SystemExit(f"{db}: no run stored")
+    return stored.run, stored.exchanges, baseline, candidate
 
 
 def replay(run: RunInfo, exchanges: list[Exchange], policy: Policy, size: int, draws: int,

@@ -29,7 +29,7 @@ from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.placement import sample_levels
 from abserve.compare.policy import Policy
 from abserve.compare.stats import hodges_lehmann
-from abserve.store import Store
+from abserve.store.latest import latest_run
 
 CONF = 0.95
 
@@ -70,12 +70,10 @@ def analyse(diffs: list[float], blocks: list[str | None], levels: list[str | Non
 
 
 def run_rows(run_dir: Path, left: str, right: str, metric: str, quartets: bool) -> list[Row]:
-    store = Store.open(f"sqlite:///{(run_dir / 'abserve.db').resolve()}")
-    try:
-        run = store.list_runs()[0]
-        exchanges = list(store.iter_exchanges(run.run_id))
-    finally:
-        store.close()
+    stored = latest_run(run_dir / "abserve.db")
+    if stored is None:
+        raise SystemExit(f"{run_dir}: no run stored")
+    exchanges = stored.exchanges
     judged, _ = drop_warmup(exchanges, Policy(warmup_requests=10))
     lat = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged}
     sample = paired_sample(judged, lat, metric, left, right)

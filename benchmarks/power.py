@@ -29,7 +29,7 @@ from abserve.compare import load_policy
 from abserve.compare.judge import drop_warmup
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.plan import requests_needed, robust_sigma
-from abserve.store import Store
+from abserve.store.latest import latest_run
 
 GRID = (6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 700, 1000,
         1500, 2000)
@@ -38,12 +38,10 @@ GRID = (6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 3
 def pairs(source: str, metric: str, policy_path: str) -> tuple[np.ndarray, np.ndarray, str]:
     db, _, arms = source.partition(":")
     baseline, _, candidate = (arms or "a:a2").partition(":")
-    store = Store.open(f"sqlite:///{db}")
-    try:
-        run = sorted(store.list_runs(), key=lambda r: r.started_at)[-1]
-        exchanges = list(store.iter_exchanges(run.run_id))
-    finally:
-        store.close()
+    stored = latest_run(db)
+    if stored is None:
+        raise SystemExit(f"{db}: no run stored")
+    run, exchanges = stored.run, stored.exchanges
     judged, _ = drop_warmup(exchanges, load_policy(policy_path))
     lat = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in judged}
     s = paired_sample(judged, lat, metric, baseline, candidate)

@@ -27,7 +27,7 @@ from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import ArmRoles, Policy, bucket_label
 from abserve.config import load_experiment
 from abserve.records import Exchange
-from abserve.store import Store
+from abserve.store.latest import latest_run
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "benchmarks/configs/served-many-items.yaml"
@@ -80,12 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         run_experiment(config, args.config, args.out, Console(stderr=True))
     policy = load_policy(config.policy).model_copy(update={"arms": ArmRoles(baseline="a", candidate="b",
                                                                             floor=None)})
-    store = Store.open(f"sqlite:///{(args.out / 'abserve.db').resolve()}")
-    try:
-        run = sorted(store.list_runs(), key=lambda r: r.started_at)[-1]
-        exchanges = list(store.iter_exchanges(run.run_id))
-    finally:
-        store.close()
+    stored = latest_run(args.out / "abserve.db")
+    if stored is None:
+        raise SystemExit(f"{args.out}: no run stored")
+    run, exchanges = stored.run, stored.exchanges
     j = judge(run, exchanges, policy)
     print(f"run {run.run_id}: verdict {j.verdict}; {j.exchanges_judged} judged exchanges; "
           f"arms {', '.join(f'{n}={a.proven_lookup}' for n, a in j.arms.items())}")

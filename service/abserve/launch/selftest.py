@@ -97,14 +97,10 @@ def run_one(name: str, config_path: Path, out: Path, console: Console) -> Experi
 
 def stored_run_id(out: Path) -> str | None:
     """The newest run in an experiment's store."""
-    from abserve.store import Store
+    from abserve.store.latest import latest_run
 
-    store = Store.open(f"sqlite:///{(out / 'abserve.db').resolve()}")
-    try:
-        runs = sorted(store.list_runs(), key=lambda r: r.started_at)
-        return runs[-1].run_id if runs else None
-    finally:
-        store.close()
+    stored = latest_run(out / "abserve.db", exchanges=False)
+    return stored.run.run_id if stored else None
 
 
 def roles_policy(policy: Policy, spec: CheckSpec) -> Policy:
