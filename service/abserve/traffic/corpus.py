@@ -218,7 +218,8 @@ def _boundary_content(profile: TrafficProfile, seed: int, index: int,
                       images: list[EncodedImage], tokenizer: Tokenizer,
                       image_token: int) -> tuple[list[dict[str, Any]], tuple[Span, ...], int]:
     spec = profile.chunk_boundary
-    assert spec is not None
+    if spec is None:
+        raise ValueError(f"profile {profile.name!r} has no chunk_boundary section")
     streams = [random.Random(derive_seed(seed, profile.name, index, "filler", k))
                for k in range(len(images) + 1)]
     pools = [[s.choice(WORDS) for _ in range(64)] for s in streams]

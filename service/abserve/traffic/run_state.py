@@ -136,7 +136,8 @@ class RunState:
                 return None
             arrival = self.plan[k]
             self._next += 1
-            assert self._origin is not None
+            if self._origin is None:
+                raise RuntimeError("an open-loop plan has no origin: take() sets it first")
             return Job(self.entries[k % len(self.entries)], arrival, self._origin + arrival.offset)
         if opts.requests and k >= len(self.entries):
             return None

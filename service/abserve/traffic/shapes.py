@@ -68,7 +68,8 @@ def plan_arrivals(shape: ShapeName, rate: float, *, count: int | None = None,
             times = _times(shape, level, rng, n=n)
             span = len(times) / level
         else:
-            assert duration is not None
+            if duration is None:
+                raise ValueError("give a request count or a duration")
             span = duration / len(rates)
             times = _times(shape, level, rng, horizon=span)
         arrivals += [Arrival(start + t, level) for t in times]
