@@ -59,6 +59,7 @@ def run_app(settings: RouterSettings, fd: int | None = None, own_run: bool = Tru
         # httptools with a bounded request head (size, time): router/http_limits.py
         http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),
         access_log=False,  # our own log line per exchange; no headers, no bodies
+        proxy_headers=False,  # X-Forwarded-* are not trusted, and the middleware costs CPU
         timeout_graceful_shutdown=int(settings.drain_timeout_s) + 5,
         backlog=2048,
         log_level="info",

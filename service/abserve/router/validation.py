@@ -189,12 +189,15 @@ def _hashed(part: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         image = read.modality == "image"
         return part, _digest("uuid:" + str(read.uuid)) if image else None
     kept = dict(part)
-    digests = {url: _digest(url) for url in {url for _key, url in read.urls}}  # each once
-    for key, url in read.urls:
+    digests: list[tuple[str, str]] = []  # (url, digest): each URL hashed once; no set or
+    for key, url in read.urls:  # dict keyed by a ~250 KB data URL (hashing it costs ~70 us)
+        digest = next((d for u, d in digests if u is url or u == url), None)
+        if digest is None:
+            digest = _digest(url)
+            digests.append((url, digest))
         value = kept[key]
-        digest = digests[url]
         kept[key] = {**value, "url": digest} if isinstance(value, dict) else digest
-    return kept, digests[read.urls[0][1]] if read.modality == "image" else None
+    return kept, digests[0][1] if read.modality == "image" else None
 
 
 def identify(checked: CheckedRequest, keep_text: bool) -> Identity:
