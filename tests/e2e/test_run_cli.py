@@ -19,6 +19,23 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
+def first_screen_of(html: Path, shot: Path) -> tuple[list[str], list[str]]:
+    """The sentences seen on the report's first screen in Chromium (screenshot kept in ``shot``),
+    and the page's accessibility and empty-panel problems (``tests.support.report_browser``)."""
+    from playwright.sync_api import sync_playwright
+    from tests.support.report_browser import ARGS, CHROMIUM, DESKTOP, audit, first_screen, open_page
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page, requests = open_page(browser, html, DESKTOP)
+            seen = first_screen(page, shot)
+            problems = audit(page) + [f"request {r}" for r in requests if r != html.as_uri()]
+            return seen, problems
+        finally:
+            browser.close()
+
+
 def abserve(*args: str, lock: Path, marker: str = "") -> subprocess.Popen[str]:
     """``python -m abserve ARGS``; every process it starts inherits ``E2E_MARKER=marker``."""
     env = {**os.environ, "ABSERVE_RUN_LOCK": str(lock), "E2E_MARKER": marker}
@@ -158,3 +175,12 @@ def test_make_run_default_config_decides_and_says_why_it_stopped(tmp_path: Path)
     assert f"verdict: {report['verdict'].upper()}" in output
     for name in ("report.html", "report.md", "junit.xml"):
         assert (out / name).is_file()
+    for arm in ("a", "b"):  # the lookup's work per images bucket, counted inside the servers
+        tele = arms[arm]["telemetry"]
+        buckets = tele["examined_per_request"]
+        assert buckets and set(buckets) <= set(tele["items_per_request"]), tele
+    shot = tmp_path / "first-screen.png"
+    seen, problems = first_screen_of(out / "report.html", shot)
+    print(f"first screen of the default run's report: {shot}")
+    assert seen[0].startswith("Outputs identical on") and any(s.startswith("Per image") for s in seen), seen
+    assert len(seen) == len(report["summary"]["sentences"]) and problems == []

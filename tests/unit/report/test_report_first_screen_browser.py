@@ -13,7 +13,6 @@ No fallback renderer: without Playwright's driver this test fails rather than pa
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,47 +20,14 @@ from typing import Any
 
 import pytest
 from tests.support import report_runs as rr
+from tests.support.report_browser import ARGS, CHROMIUM, DESKTOP, NARROW, audit, open_page
 
 from abserve.compare import Judgment
 from abserve.report import write_report
 from abserve.report.evidence import wanted
 from abserve.report.sentences import first_screen
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
-DESKTOP = {"width": 1280, "height": 800}
-NARROW = {"width": 390, "height": 844}
 pytestmark = pytest.mark.browser
-
-# Contrast of every visible text against its nearest opaque background (WCAG 2 formula).
-CONTRAST_JS = """() => {
-  const lum = (c) => { const [r, g, b] = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(v => {
-      v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
-  const bg = (el) => { for (; el; el = el.parentElement) { const c = getComputedStyle(el).backgroundColor;
-      const a = c.match(/[\\d.]+/g); if (a && (a.length < 4 || Number(a[3]) > 0.5)) return c; }
-    return 'rgb(255, 255, 255)'; };
-  const bad = [];
-  for (const el of document.querySelectorAll('body *')) {
-    if (el.closest('svg') || el.closest('details:not([open])')) continue;
-    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-    if (!own || !el.getClientRects().length) continue;
-    const s = getComputedStyle(el), l1 = lum(s.color), l2 = lum(bg(el));
-    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
-    const size = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
-    const need = (size >= 24 || (bold && size >= 18.66)) ? 3 : 4.5;
-    if (ratio < need) bad.push(`${el.tagName} "${el.textContent.trim().slice(0, 40)}" ${ratio.toFixed(2)}`);
-  }
-  return bad;
-}"""
-
-PANELS_JS = """() => [...document.querySelectorAll('figure')].map(f => {
-  const svg = f.querySelector('svg');
-  return {id: f.id, svg: !!svg,
-          marks: svg ? svg.querySelectorAll('circle, rect, polyline, polygon').length : 0,
-          text: f.textContent.includes('no data')};
-})"""
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +40,6 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
-
-
-def open_page(browser: Any, html: Path, viewport: dict[str, int]) -> tuple[Any, list[str]]:
-    page = browser.new_page(viewport=viewport)
-    requests: list[str] = []
-    page.on("request", lambda r: requests.append(r.url))
-    page.goto(html.as_uri(), wait_until="load")
-    return page, requests
 
 
 @pytest.fixture(scope="module")
@@ -125,32 +83,6 @@ def test_first_screen_tells_verdict_effect_and_equality(browser: Any, name: str,
         else:  # the verdict and the equality result at least
             assert seen[:1] == [0] and texts[0].startswith("Output")
         page.close()
-
-
-def audit(page: Any) -> list[str]:
-    """Every accessibility or empty-panel problem of the open page (empty: none)."""
-    problems: list[str] = []
-    tags = page.eval_on_selector_all("h1,h2,h3,h4,h5,h6", "hs => hs.map(h => h.tagName)")
-    levels = [int(t[1]) for t in tags]
-    if levels.count(1) != 1 or levels[:1] != [1]:
-        problems.append(f"headings start {levels[:3]}: one h1 first expected")
-    problems += [f"heading level skipped: h{a} then h{b}" for a, b in itertools.pairwise(levels)
-                 if b - a > 1]
-    svgs = page.eval_on_selector_all(
-        "svg", "ss => ss.map(s => [s.getAttribute('role'), s.getAttribute('aria-label'), "
-               "s.querySelector('title') && s.querySelector('title').textContent])")
-    problems += [f"chart without a text alternative: {svg}" for svg in svgs
-                 if not (svg[0] == "img" and svg[1] and svg[2])]
-    if page.eval_on_selector_all("img:not([alt])", "is => is.length"):
-        problems.append("img without alt")
-    problems += [f"low contrast: {c}" for c in page.evaluate(CONTRAST_JS)]
-    problems += [f"empty panel: {p}" for p in page.evaluate(PANELS_JS)
-                 if not p["svg"] or not p["marks"] or p["text"]]
-    if page.eval_on_selector_all(".charts", "cs => cs.filter(c => !c.children.length).length"):
-        problems.append("empty chart row")
-    links = page.eval_on_selector_all("a[href^='#']", "as => as.map(a => a.getAttribute('href'))")
-    problems += [f"link to nowhere: {h}" for h in links if page.locator(f'[id="{h[1:]}"]').count() != 1]
-    return problems
 
 
 @pytest.mark.timeout(180)
