@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -40,9 +42,10 @@ def serve(config: Path, host: str | None = None, port: int | None = None,
     run_app(load_settings(config, **overrides))
 
 
-def run_app(settings: RouterSettings, fd: int | None = None, own_run: bool = True) -> None:
-    """Serve one router process: on ``settings.host``/``port``, or on an inherited listening
-    socket ``fd`` (a worker of several, which does not own its run)."""
+def run_app(settings: RouterSettings, sock: socket.socket | None = None,
+            own_run: bool = True) -> None:
+    """Serve one router process: on ``settings.host``/``port``, or on a listening socket of
+    its own (a worker of several, which does not own its run: ``router/workers.py``)."""
     import uvicorn
 
     from abserve.router import create_app
@@ -50,11 +53,10 @@ def run_app(settings: RouterSettings, fd: int | None = None, own_run: bool = Tru
 
     app = create_app(settings, own_run=own_run)
     freeze_heap()
-    where: dict[str, Any] = {"fd": fd} if fd is not None else {"host": settings.host,
-                                                               "port": settings.port}
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
-        **where,
+        host=settings.host,
+        port=settings.port,
         loop="uvloop",
         # httptools with a bounded request head (size, time): router/http_limits.py
         http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),
@@ -64,6 +66,10 @@ def run_app(settings: RouterSettings, fd: int | None = None, own_run: bool = Tru
         backlog=2048,
         log_level="info",
     )
+    server = uvicorn.Server(config)
+    server.run(sockets=None if sock is None else [sock])
+    if not server.started:
+        sys.exit(3)  # as uvicorn.run does: it could not start (port taken, app failed)
 
 
 def freeze_heap() -> None:

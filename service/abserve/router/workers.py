@@ -8,8 +8,10 @@ router`` process):
 1. creates the run once in the store, as its owner (``Store.create_run``); workers write
    into it and heartbeat without claiming it, so a reader sees the run ``running`` while
    the supervisor lives and ``interrupted`` if it dies;
-2. binds the listening socket once and hands it to every worker (they accept on the same
-   socket: an idle worker takes the next connection);
+2. holds the port (bound, not listening) while every worker listens on it with its own
+   ``SO_REUSEPORT`` socket: the kernel spreads new connections evenly over the workers
+   (one shared socket would not: uvloop accepts every pending connection at once, so a
+   burst of keep-alive connections could all land on one worker);
 3. starts the workers (``python -m abserve.router.workers``) with the same settings file,
    the same run id and its own index, and restarts one that dies;
 4. on SIGINT/SIGTERM stops every worker with SIGTERM (each drains its exchanges and flushes
@@ -26,7 +28,7 @@ across workers:
 - admission: ``max_concurrency`` and ``max_shadow_backlog`` are split between the workers
   (``worker_share``: the shares sum to the configured limit), so the router as a whole
   never holds more than configured. A worker whose share is full answers 503 even if
-  another has room (the kernel hands connections to whichever worker accepts first).
+  another has room (the kernel picks a worker per connection by its addresses).
 """
 
 from __future__ import annotations
@@ -77,13 +79,16 @@ def worker_settings(config: Path, overrides: dict[str, Any], workers: int,
     })
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def bind_port(host: str, port: int, listen: bool) -> socket.socket:
+    """A ``SO_REUSEPORT`` socket on ``host:port``: the supervisor's (not listening: holds the
+    port, receives nothing) or a worker's (listening)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
+    if listen:
+        sock.listen(2048)
     return sock
 
 
@@ -97,11 +102,11 @@ class Supervisor:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stopping = False
 
-    def _spawn(self, index: int, fd: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         args = [sys.executable, "-m", "abserve.router.workers", "--config", str(self.config),
-                "--fd", str(fd), "--workers", str(self.workers), "--index", str(index),
+                "--workers", str(self.workers), "--index", str(index),
                 "--overrides", json.dumps(self.overrides)]
-        return subprocess.Popen(args, pass_fds=[fd], env=env)
+        return subprocess.Popen(args, env=env)
 
     def _stop(self, *_: object) -> None:
         self.stopping = True
@@ -117,11 +122,12 @@ class Supervisor:
                                  config={**s.public_config(), "workers": self.workers}))
         metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
         env = {**os.environ, MULTIPROC_ENV: metrics_dir}
-        sock = _listen(s.host, s.port)
+        held = bind_port(s.host, s.port, listen=False)
+        self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
         restarts = 0
         old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self.procs = [self._spawn(i, sock.fileno(), env) for i in range(self.workers)]
+            self.procs = [self._spawn(i, env) for i in range(self.workers)]
             log.info("router supervisor: run %s, %d workers on %s:%d", s.run_id,
                      self.workers, s.host, s.port)
             while not self.stopping:
@@ -131,11 +137,11 @@ class Supervisor:
                         log.error("router worker %d (pid %d) exited with %s; restarting",
                                   i, proc.pid, proc.returncode)
                         time.sleep(RESTART_PAUSE_S)
-                        self.procs[i] = self._spawn(i, sock.fileno(), env)
+                        self.procs[i] = self._spawn(i, env)
                         restarts += 1
         finally:
-            sock.close()  # no new connections; workers still hold their copy until they stop
             self._shutdown()
+            held.close()
             for sig, handler in old.items():
                 signal.signal(sig, handler)
             store.finish_run(s.run_id, "completed")
@@ -168,7 +174,6 @@ def _worker(argv: list[str]) -> None:
     """One worker: the router app on the supervisor's socket, writing into its run."""
     parser = argparse.ArgumentParser(prog="abserve.router.workers")
     parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--overrides", default="{}")
@@ -178,7 +183,7 @@ def _worker(argv: list[str]) -> None:
     settings = worker_settings(args.config, json.loads(args.overrides), args.workers, args.index)
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s %(levelname)s %(name)s[w{args.index}] %(message)s")
-    run_app(settings, fd=args.fd, own_run=False)
+    run_app(settings, bind_port(settings.host, settings.port, listen=True), own_run=False)
 
 
 if __name__ == "__main__":
