@@ -6,8 +6,10 @@ back to ``chromium --headless --dump-dom`` with console logging on stderr.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +59,30 @@ def render_with_playwright(html: Path) -> dict[str, Any]:
             browser.close()
 
 
+# Injected into a copy of the page for the CLI renderer, which has no API to ask the page
+# anything: once loaded, the page itself writes what was measured (the first SVG's laid-out
+# width; every URL it loaded: resource timing lists network loads, failed ones too, but not
+# file: URLs, so the elements that load something are listed as well) into an attribute
+# that --dump-dom then shows.
+PROBE = (
+    "<script>addEventListener('load', () => { const svg = document.querySelector('svg');"
+    " const loads = [...document.querySelectorAll("
+    "'link[href],script[src],img[src],iframe[src],source[src],embed[src]')]"
+    ".map(e => e.href || e.src).filter(u => u && !u.startsWith('data:'));"
+    " const seen = performance.getEntriesByType('resource').map(e => e.name);"
+    " document.documentElement.dataset.abserveProbe = JSON.stringify({"
+    " svg_width: svg ? svg.getBoundingClientRect().width : 0,"
+    " requests: [location.href, ...new Set([...loads, ...seen])]}); });</script>"
+)
+
+
 def render_with_cli(html: Path) -> dict[str, Any]:
+    probed = html.with_name(f"{html.stem}.probe.html")
+    page = html.read_text()
+    cut = page.rfind("</body>")
+    probed.write_text(page[:cut] + PROBE + page[cut:] if cut >= 0 else page + PROBE)
     proc = subprocess.run(
-        [CHROMIUM, *ARGS, "--enable-logging=stderr", "--v=0", "--dump-dom", html.as_uri()],
+        [CHROMIUM, *ARGS, "--enable-logging=stderr", "--v=0", "--dump-dom", probed.as_uri()],
         capture_output=True,
         text=True,
         timeout=60,
@@ -67,15 +90,16 @@ def render_with_cli(html: Path) -> dict[str, Any]:
     )
     dom = proc.stdout
     verdict = dom.split('id="verdict"', 1)[1].split(">", 1)[1].split("<", 1)[0]
+    probe = json.loads(unescape(dom.split('data-abserve-probe="', 1)[1].split('"', 1)[0]))
     return {
         "verdict": verdict,
         "title": dom.split("<title>", 1)[1].split("</title>", 1)[0],
         "svgs": dom.count("<svg"),
-        "svg_width": 560,
+        "svg_width": probe["svg_width"],
         "gates": dom.split('id="gates"', 1)[1].split("</table>", 1)[0].count("<tr"),
         "side": dom.count('id="side-by-side"'),
         "errors": [line for line in proc.stderr.splitlines() if "CONSOLE" in line],
-        "requests": [html.as_uri()],
+        "requests": [html.as_uri() if url == probed.as_uri() else url for url in probe["requests"]],
     }
 
 
@@ -108,6 +132,24 @@ def test_cli_fallback_renders_the_same_verdict(tmp_path: Path) -> None:
     paths = write_report(judge(run_info(), ab_run(60), Policy()), tmp_path)
     page = render_with_cli(paths.html)
     assert page["verdict"] == "PASS" and page["errors"] == []
+    assert page == {**render_with_playwright(paths.html), "errors": []}  # measured alike
+
+
+@pytest.mark.timeout(120)
+def test_cli_fallback_sees_what_a_page_loads_and_how_wide_it_draws(tmp_path: Path) -> None:
+    other = tmp_path / "other.css"
+    other.write_text("p { color: red }")
+    page_path = tmp_path / "page.html"
+    page_path.write_text(
+        '<html><head><title>t</title><link rel="stylesheet" href="other.css"></head><body>'
+        '<p id="verdict">X</p><svg width="321" height="10"></svg>'
+        '<table id="gates"><tr></tr></table>'
+        '<div style="width:9px;height:9px;background:url(http://127.0.0.1:9/x.png)"></div>'
+        '</body></html>'
+    )
+    page = render_with_cli(page_path)
+    assert page["requests"] == [page_path.as_uri(), other.as_uri(), "http://127.0.0.1:9/x.png"]
+    assert page["svg_width"] == 321
 
 
 @pytest.mark.timeout(120)

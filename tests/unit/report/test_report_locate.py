@@ -63,11 +63,13 @@ def test_policy_from_the_report_abserve_run_wrote_beside_the_store(tmp_path: Pat
 def test_policy_from_the_digest_the_run_recorded(tmp_path: Path) -> None:
     digest = hashlib.sha256(CPU_POLICY.read_bytes()).hexdigest()
     runs = tmp_path / "runs"
-    make_store(runs / "a" / "b", "r2", {"policy_sha256": digest})
+    db = make_store(runs / "a" / "b", "r2", {"policy_sha256": digest})
     rc, text = invoke("report", "r2", "--out", str(tmp_path / "out"), "--runs", str(runs))
     assert "policy: cpu-default from configs/policy/cpu-default.yaml" in text, text
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["provenance"]["policy_name"] == "cpu-default" and rc == data["exit_code"]
+    rc, text = invoke("report", "r2", "--out", str(tmp_path / "out2"), "--db", f"sqlite:///{db}")
+    assert f"store: sqlite:///{db}; policy: cpu-default from configs/policy/cpu-default.yaml" in text
 
 
 def test_no_silent_default_and_clear_errors(tmp_path: Path) -> None:
