@@ -30,11 +30,13 @@ import yaml
 from rich.console import Console
 
 from abserve.compare import Judgment
+from abserve.compare.family import FamilyJudgment
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
+from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.rounds import (
@@ -289,7 +291,8 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
                 continue
             rounds.rounds += 1
             rounds.requests = config.blocks.warmup_requests + sum(int(str(r["requests"])) for r in records)
-            judgment = judge_so_far(paths, run_id, rounds.requests, judging_roles(config, policy))
+            judgment = judge_so_far(paths, run_id, rounds.requests, judging_roles(config, policy),
+                                    family_of(config))
             if should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round):
                 break
             round_began = time.monotonic()
@@ -298,8 +301,10 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     return records
 
 
-def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy) -> Judgment:
-    """The interim judgment of what the router has recorded so far."""
+def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
+                 family: Family | None = None) -> Judgment | FamilyJudgment:
+    """The interim judgment of what the router has recorded so far (of every candidate when
+    the experiment has several: ``abserve.launch.family``)."""
     from abserve.store import Store
 
     store = Store.open(paths.database_url)
@@ -308,6 +313,8 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy) ->
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
+        if family is not None:
+            return interim_family(run, list(store.iter_exchanges(run_id)), policy, family)
         return interim_judgment(run, list(store.iter_exchanges(run_id)), policy)
     finally:
         store.close()
@@ -406,7 +413,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
                           died=died, facts=facts)
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
-                         judging_roles(config, policy))
+                         judging_roles(config, policy), family_of(config))
 
 
 REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
@@ -451,11 +458,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,
-                  policy: Policy | None = None) -> int:
+                  policy: Policy | None = None, family: Family | None = None) -> int:
     """Judge the stored run, write the report files, print the verdict; return its exit code.
 
-    ``policy``: the policy read from ``policy_path`` with the arm roles this experiment has."""
+    ``policy``: the policy read from ``policy_path`` with the arm roles this experiment has.
+    ``family``: several candidates, each judged against the baseline with Holm's correction."""
     from abserve.report.commands import build_report
+
+    if family is not None and policy is not None:
+        judged = write_family_signoff(db, run_id, policy, policy_path, family, out)
+        console.print(f"{judged.correction}")
+        for name, line in judged.candidates.items():
+            console.print(f"  {judged.baseline} vs {name}: {line.verdict.upper()} (alpha {line.alpha:.4g}) "
+                          f"{out / f'vs-{name}' / 'report.html'}")
+        console.print(f"verdict: [bold]{judged.verdict.upper()}[/] (exit {judged.exit_code}) "
+                      f"{out / 'report.md'}")
+        return judged.exit_code
 
     report = build_report(db, run_id, out, policy_path, policy=policy)
     colour = {"pass": "green", "fail": "red", "invalid": "red"}.get(report.verdict, "yellow")

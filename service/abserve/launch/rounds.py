@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from abserve.compare import Judgment, judge
+from abserve.compare.family import FamilyJudgment
 from abserve.compare.gates import stop_now
 from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
@@ -126,8 +127,12 @@ def interim_judgment(run: RunInfo, exchanges: list[Exchange], policy: Policy) ->
     return judge(running, exchanges, policy)
 
 
-def gate_outcomes(judgment: Judgment) -> list[tuple[str, bool, str]]:
-    """``(name, critical, outcome)`` of every gate, equality first."""
+def gate_outcomes(judgment: Judgment | FamilyJudgment) -> list[tuple[str, bool, str]]:
+    """``(name, critical, outcome)`` of every gate, equality first; for several candidates
+    (``abserve.compare.family``) every candidate's gates, named ``candidate:gate``."""
+    if isinstance(judgment, FamilyJudgment):
+        return [(f"{arm}:{name}", critical, outcome) for arm, one in judgment.judgments.items()
+                for name, critical, outcome in gate_outcomes(one)]
     rows: list[tuple[str, bool, str]] = []
     if judgment.equality_verdict is not None:
         eq = judgment.equality_verdict
@@ -158,8 +163,8 @@ def infinite_plan(config: ExperimentConfig, limit: int = 4096) -> list[Block]:
     return plan_blocks(list(config.arms), config.blocks.cpu_sets, limit, config.blocks.order, static)
 
 
-def should_stop(log: RoundLog, judgment: Judgment, started: float, round_seconds: float,
-                next_requests: int) -> bool:
+def should_stop(log: RoundLog, judgment: Judgment | FamilyJudgment, started: float,
+                round_seconds: float, next_requests: int) -> bool:
     """Record this look and decide whether another round is needed and fits the budget."""
     gates = gate_outcomes(judgment)
     log.looks.append({"round": log.rounds, "requests": log.requests, "seconds": time.monotonic() - started,
@@ -212,9 +217,12 @@ def load_pace(log: RoundLog) -> float:
     return float(last["seconds"]) / max(float(last["requests"]), 1.0)  # type: ignore[arg-type]
 
 
-def decision_needs(judgment: Judgment, requests: int, pace: float) -> str:
+def decision_needs(judgment: Judgment | FamilyJudgment, requests: int, pace: float) -> str:
     """What budget the undecided critical gates would need (``pace``: seconds per request of
     load), as text for the stop reason."""
+    if isinstance(judgment, FamilyJudgment):
+        return "".join(f" [{arm}]{decision_needs(one, requests, pace)}"
+                       for arm, one in judgment.judgments.items() if one.verdict not in DECIDED)
     parts = []
     for line in judgment.metrics:
         if not line.critical or line.outcome in DECIDED:
