@@ -83,11 +83,27 @@ class LightClient:
         self._idle: list[_Conn] = []
 
     async def one(self) -> tuple[float, float]:
-        conn = self._idle.pop() if self._idle else await self._connect()
+        conn = self._reusable()
+        if conn is not None:
+            try:
+                return await self._send(conn)
+            except RuntimeError:  # the server closed an idle connection (keep-alive expiry)
+                if conn.buf:
+                    raise  # it had started answering: a real failure
+        return await self._send(await self._connect())
+
+    async def _send(self, conn: _Conn) -> tuple[float, float]:
         result = await conn.send(self.request)
         if not conn.lost:
             self._idle.append(conn)
         return result
+
+    def _reusable(self) -> _Conn | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.lost and conn.transport is not None and not conn.transport.is_closing():
+                return conn
+        return None
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
