@@ -13,7 +13,9 @@
 # primary alone does to the other arm), CPUS_B (b's cores; default CPUS),
 # COLD_ARM (b: start a first and warm it alone with WARM_PROMPTS of the same traffic sent straight
 # to it, then start b, so b serves the judged traffic cold), HOG_AFTER_S (start a busy process on
-# CPUS_B that many seconds into the benchmark and keep it to the end: a drift halfway through),
+# CPUS_B that many seconds into the benchmark and keep it to the end), MOVE_B_AFTER_S and
+# MOVE_B_TO (re-pin every thread of b's processes to the cores MOVE_B_TO that many seconds into
+# the benchmark: from two arms sharing a core to b on a busier one, a drift halfway through),
 # FIXTURE (a path: write the run's exchanges there as gzipped JSON lines, for replay tests).
 # Stops only the processes it started, by PID (each server in its own session, ended as a group).
 set -euo pipefail
@@ -29,6 +31,8 @@ CPUS_B=${CPUS_B:-$CPUS}
 COLD_ARM=${COLD_ARM:-none}
 WARM_PROMPTS=${WARM_PROMPTS:-40}
 HOG_AFTER_S=${HOG_AFTER_S:-}
+MOVE_B_AFTER_S=${MOVE_B_AFTER_S:-}
+MOVE_B_TO=${MOVE_B_TO:-}
 FIXTURE=${FIXTURE:-}
 PY=${PY:-.venv/bin/python}
 MODEL=.abserve/models/tiny-llava
@@ -136,6 +140,11 @@ EOF
     setsid bash -c "sleep $HOG_AFTER_S; exec taskset -c $CPUS_B $PY -c 'while True: pass'" \
       </dev/null >/dev/null 2>&1 &
     hog=$!; PIDS+=("$hog")
+  fi
+  if [[ -n $MOVE_B_AFTER_S ]]; then
+    setsid bash -c "sleep $MOVE_B_AFTER_S; for p in \$(pgrep -g $b); do taskset -a -p -c $MOVE_B_TO \$p; done" \
+      </dev/null >"$dir/logs/move-b.log" 2>&1 &
+    PIDS+=($!)
   fi
   bench "http://127.0.0.1:$pr" "$PROMPTS" "rep$rep-" "$dir/logs/bench.log" "$dir"
   [[ -n $hog ]] && stop_pid "$hog"

@@ -10,8 +10,9 @@ images per request, temperature 0, concurrency 2), exported with ``abserve.store
   first token against a's 0.2 s and stayed slower while its queue drained.
 - ``cold-arm-shared-core``: the same but both arms on one core and the client waiting for both:
   a cold b slows a just as much (both first requests 48 s), so the pairs cancel.
-- ``drift-halfway``: arms on separate cores, a busy process started on b's core 45 s into the
-  benchmark and kept to the end.
+- ``drift-midrun``: both arms on core 1, every thread of b re-pinned to core 0 (where other
+  runs' servers came and went) 20 s into the benchmark: b's excess time per token fell from
+  about +22 ms to about +5 ms over the run, so no single shift describes it.
 
 The judgment from before the time guards (``policy-before-time-guards.yaml``: the CPU default's
 policy then, a fixed 10-request warm-up, fixed-sample intervals, no drift guard, placement
@@ -84,3 +85,17 @@ def test_a_cold_arm_on_a_shared_core_is_paired_away() -> None:
     assert min(ttft.values()) > 10.0  # both cold-slow...
     assert abs(ttft["a"] - ttft["b"]) < 0.05 * ttft["a"]  # ...alike
     assert judged("cold-arm-shared-core", new_policy()).verdict != "fail"
+
+
+def test_a_drift_midrun_failed_the_old_judgment_and_is_unstable_now() -> None:
+    assert judged("drift-midrun", old_policy()).verdict == "fail"
+    new = judged("drift-midrun", new_policy())
+    tpot = next(m for m in new.metrics if m.name == "tpot.hl")
+    assert tpot.outcome == "unstable" and tpot.drift is not None and tpot.drift.unstable
+    assert tpot.drift.high is not None and tpot.drift.high < 0  # the excess shrank over the run
+    assert new.verdict != "fail"
+    # the guard is what keeps it from failing: a policy that accepts drift fails the same data
+    accepting = new_policy()
+    accepting = accepting.model_copy(update={
+        "sequential": accepting.sequential.model_copy(update={"drift": "accept"})})
+    assert judged("drift-midrun", accepting).verdict == "fail"
