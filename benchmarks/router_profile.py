@@ -1,11 +1,10 @@
 """Where the router's CPU goes per request: each stage of the hot path timed on its own.
 
-The router runs in this process (``tests/support/router_server.RouterServer``) against two
-fake upstreams; one streamed ~1 MB chat request (the overhead benchmark's body: 4 data-URL
-images + text, 16 tokens) goes through it, and the router's own objects from that
-exchange (the client's bytes, the checked request, both arms' stream bytes, the record)
-are then fed to each stage again and again, timed with ``time.process_time`` (CPU, so other
-jobs on the machine do not count). Stages:
+The overhead benchmark's request (a streamed ~1 MB chat: 4 data-URL images + text) and
+the answer a vLLM-shaped arm streams for it (``tests/support/fake_upstream``: 16 tokens with
+ids and top-5 logprobs, what the router asks for) are fed to the router's own functions,
+each stage again and again, timed with ``time.process_time`` (CPU, so other jobs on the
+machine count less than in wall time). Stages:
 
 - before fan-out (on the client's latency path): parse, depth check, schema, content
   parts + media URLs, augment + arm payload;
@@ -19,6 +18,7 @@ What this cannot time on its own (HTTP parsing, reading the body from the socket
 CPU per request, measured whole by ``router_overhead.py``.
 
     .venv/bin/python benchmarks/router_profile.py
+    PYTHONPATH=<export of an older revision>/service .venv/bin/python benchmarks/router_profile.py
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.router_overhead import make_body  # noqa: E402
-from tests.support.fake_upstream import FakeUpstream, Knobs  # noqa: E402
-from tests.support.router_server import ListSink, RouterServer, dev_settings  # noqa: E402
+from tests.support.fake_upstream import Knobs, _Answer  # noqa: E402
+from tests.support.router_server import dev_settings  # noqa: E402
 
 from abserve.records import ArmOutcome, Exchange, RunInfo  # noqa: E402
 from abserve.router.app import arm_payload  # noqa: E402
@@ -68,30 +68,27 @@ def cpu_ms(fn: Callable[[], object], n: int = 200) -> float:
 
 
 def capture(tmp: Path) -> tuple[RouterSettings, Exchange, list[bytes]]:
-    """One real exchange through the in-process router, and the primary's stream bytes."""
-    body = make_body()
-    with FakeUpstream(Knobs(n_tokens=16)) as a, FakeUpstream(Knobs(n_tokens=16)) as b:
-        sink = ListSink()
-        settings = dev_settings({"a": a.url, "b": b.url}, tmp)
-        with RouterServer(settings, sink) as router:
-            url = f"http://127.0.0.1:{router.port}/v1/chat/completions"
-            httpx.post(url, content=body, headers={"content-type": "application/json"},
-                       timeout=30).raise_for_status()
-            exchange = sink.wait_for(1)[0]
-        sent = a.observed.bodies[0]
-    from tests.support.fake_upstream import _Answer
-
+    """What one exchange of the benchmark's request leaves: the settings, the record (both
+    arms' transcripts of a vLLM-shaped 16-token stream) and the primary's stream bytes."""
+    raw = make_body()
+    settings = dev_settings({"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}, tmp)
+    sent = orjson.loads(raw)
+    augment(sent, "chat/completions", settings)
     stream = [*_Answer(sent, True, Knobs(n_tokens=16)).chunks(), b"data: [DONE]\n\n"]
+    arms = {"a": read_stream(stream), "b": read_stream(stream)}
+    arms["b"].arm = "b"
+    exchange = Exchange(run_id=settings.run_id, request_id="r", endpoint="chat/completions",
+                        stream=True, fingerprint="0" * 64, image_hashes=["x"] * 4,
+                        started_at=time.time(), arms=arms)
     return settings, exchange, stream
 
 
 def read_stream(stream: list[bytes]) -> ArmOutcome:
-    import orjson
-
     parser, transcript = SSEParser(), Transcript()
+    fast = getattr(transcript, "add_event", None)  # the typed fast path (absent before it)
     for data in stream:
         for payload in parser.feed(data):
-            if payload != b"[DONE]":
+            if payload != b"[DONE]" and not (fast is not None and fast(payload, 0.001)):
                 transcript.add(orjson.loads(payload), 0.001)
     out = ArmOutcome(arm="a")
     transcript.fill(out)
