@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 
 
 def placement_label(placement: Mapping[str, Sequence[int]]) -> str:
-    """``{"a": (0,), "b": (1,)}`` -> ``a:0,b:1``; an unpinned arm is ``*``."""
-    return ",".join(f"{arm}:{'+'.join(map(str, cpus)) or '*'}" for arm, cpus in placement.items())
+    """``{"a": (0,), "b": (1,)}`` -> ``a:0,b:1``; an unpinned (or external) arm is ``none`` (a
+    valid run tag value, which ``*`` is not)."""
+    return ",".join(f"{arm}:{'+'.join(map(str, cpus)) or 'none'}" for arm, cpus in placement.items())
 
 
 def parse_placement(label: str) -> dict[str, str]:

@@ -51,7 +51,7 @@ def test_more_arms_than_sets_share_sets_and_rotate_through_them() -> None:
 
 def test_without_sets_every_block_keeps_the_static_placement() -> None:
     plan = plan_blocks(["a", "b"], None, 3, "balanced", {"a": [0], "b": None})
-    assert [b.label for b in plan] == ["a:0,b:*"] * 3
+    assert [b.label for b in plan] == ["a:0,b:none"] * 3
     assert all(b.rotation == 0 for b in plan)
 
 

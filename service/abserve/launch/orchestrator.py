@@ -233,7 +233,9 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
         pinned = apply_placement(servers, block.placement)
         time.sleep(config.blocks.settle_s)
     started, sent = time.time(), 0
-    tags = {"block": str(block.index), "placement": block.label}
+    tags = {"block": str(block.index)}
+    if any(block.placement.values()):  # unpinned arms: placement not controlled, not tagged
+        tags["placement"] = block.label
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
         summary = run_load(
