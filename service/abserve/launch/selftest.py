@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
 from rich.table import Table
 
-from abserve.compare import judge, load_policy
+from abserve.compare import load_policy
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.launch.selftest_checks import CheckResult, CheckSpec, evaluate
 
@@ -112,6 +112,7 @@ def roles_policy(policy: Policy, spec: CheckSpec) -> Policy:
 def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, out: Path) -> CheckResult:
     """Judge the experiment's stored records for one check, write its report, evaluate it."""
     from abserve.report import write_report
+    from abserve.report.commands import judge_with_evidence
     from abserve.store import Store
 
     def not_run(why: str) -> CheckResult:
@@ -126,11 +127,11 @@ def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, 
         run = store.get_run(experiment.run_id)
         if run is None:
             return not_run(f"run {experiment.run_id} is not in the store under {experiment.out_dir}")
-        judgment = judge(run, store.iter_exchanges(experiment.run_id), roles_policy(policy, spec))
+        judgment, mismatching = judge_with_evidence(store, experiment.run_id, roles_policy(policy, spec))
     finally:
         store.close()
     report_dir = out / "checks" / spec.name
-    write_report(judgment, report_dir)
+    write_report(judgment, report_dir, exchanges=mismatching)  # mismatches shown side by side
     if spec.expect == "fail-latency" and spec.delay_us is None:
         delay = configured_delay_us(Path(experiment.config), spec.candidate)
         spec = spec.model_copy(update={"delay_us": delay})
