@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import glob
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +39,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.light_client import LightClient  # noqa: E402
-from benchmarks.router_overhead import make_body, spawn, wait_up  # noqa: E402
+from benchmarks.router_overhead import cpu_s, make_body, spawn, wait_up  # noqa: E402
+from benchmarks.throwaway_pg import create_db, postgres  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
 
 from abserve.store import Store  # noqa: E402
@@ -51,46 +48,8 @@ from abserve.store import Store  # noqa: E402
 MD = Path(__file__).with_name("router_overhead.md")  # results beside the latency table
 
 
-@contextlib.contextmanager
-def postgres(base: Path) -> Iterator[str]:
-    """A throwaway PostgreSQL server; yields the admin URL prefix (append a database)."""
-    bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))[-1]).parent
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # PostgreSQL refuses root
-        shutil.chown(base, "postgres", "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = base / "data", free_port()
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
-                    "--auth=trust", "--no-sync"], check=True, capture_output=True)
-    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w",
-                    "-l", str(base / "pg.log"), "start"], check=True, capture_output=True)
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast",
-                        "stop"], capture_output=True)
-
-
-def create_db(admin_url: str, name: str) -> str:
-    import psycopg
-
-    port = int(admin_url.rsplit(":", 1)[1])
-    with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres",
-                         autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{admin_url}/{name}"
-
-
 def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and its children (a router's supervisor and workers)."""
-    proc = psutil.Process(pid)
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            t = p.cpu_times()
-            total += t.user + t.system
-    return total
+    return cpu_s(psutil.Process(pid))
 
 
 def machine_busy_s() -> float:

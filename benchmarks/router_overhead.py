@@ -17,6 +17,8 @@ request), and its own CPU per request is reported. Paths:
 - ``floor``: ``benchmarks/floor_proxy.py``, the least a Python proxy in the router's
   place does (read the body, parse it once, forward it to ``a``, relay the bytes): what
   this machine charges for the hop itself;
+- ``router N workers`` (``--workers N``): ``abserve router --workers N`` with the same two
+  arms, recording into a throwaway PostgreSQL server (several workers need it);
 - ``baseline`` (``--baseline REV``): the router as it was at git revision ``REV``
   (exported to a temporary directory), two arms, for before/after in one run.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import random
 import re
@@ -55,6 +58,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.light_client import LightClient  # noqa: E402
+from benchmarks.throwaway_pg import create_db, postgres  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
 
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
@@ -92,18 +96,23 @@ def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None
+def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None,
+                 workers: int = 1, database_url: str | None = None
                  ) -> tuple[subprocess.Popen[bytes], int]:
     """An ``abserve router`` subprocess (code from ``pythonpath`` when given) and its port."""
     port = free_port()
-    config = {"arms": {n: {"url": f"http://127.0.0.1:{p}"} for n, p in arms.items()},
-              "primary": "a", "dev_mode": True, "run_dir": str(tmp / name), "port": port,
-              "max_concurrency": 1024}
+    config: dict[str, object] = {
+        "arms": {n: {"url": f"http://127.0.0.1:{p}"} for n, p in arms.items()},
+        "primary": "a", "dev_mode": True, "run_dir": str(tmp / name), "port": port,
+        "max_concurrency": 1024}
+    if database_url:
+        config["database_url"] = database_url
     (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    return spawn(["-m", "abserve", "router", "--config", str(tmp / f"{name}.yaml")], env), port
+    args = ["-m", "abserve", "router", "--config", str(tmp / f"{name}.yaml")]
+    return spawn([*args, "--workers", str(workers)] if workers > 1 else args, env), port
 
 
 async def batch(client: LightClient, n: int) -> list[Sample]:
@@ -111,6 +120,17 @@ async def batch(client: LightClient, n: int) -> list[Sample]:
 
 
 def cpu_s(proc: psutil.Process) -> float:
+    """CPU seconds of a process and its children (a router's supervisor and workers)."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = p.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def own_cpu_s(proc: psutil.Process) -> float:
+    """CPU seconds of the process alone (the benchmark's own: the load client)."""
     times = proc.cpu_times()
     return float(times.user + times.system)
 
@@ -129,11 +149,11 @@ async def measure(ports: dict[str, int], procs: dict[str, psutil.Process],
             await batch(clients[path], conc)
         await asyncio.sleep(1.0)
         cpu0 = {p: cpu_s(proc) for p, proc in procs.items()}
-        shadow0, me0 = cpu_s(shadow), cpu_s(me)
+        shadow0, me0 = cpu_s(shadow), own_cpu_s(me)
         for i in range(max(1, total // conc)):
             for path in paths[i % len(paths):] + paths[:i % len(paths)]:
                 samples[path] += await batch(clients[path], conc)
-        client_cpu = (cpu_s(me) - me0) * 1000 / sum(len(v) for v in samples.values())
+        client_cpu = (own_cpu_s(me) - me0) * 1000 / sum(len(v) for v in samples.values())
         await asyncio.sleep(1.0)  # records are written after the answers
         cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
                for p, proc in procs.items()}
@@ -202,6 +222,8 @@ def main() -> None:
     parser.add_argument("--arms", choices=["memory", "fake"], default="memory",
                         help="fake arms: memory_arm.py (default) or the tests' fake vLLM")
     parser.add_argument("--levels", help="concurrency:requests,... (default 1:200,16:480,64:512)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="also a path through abserve router --workers N (PostgreSQL)")
     args = parser.parse_args()
     body = make_body()
     ups = {"a": free_port(), "b": free_port()}
@@ -211,13 +233,20 @@ def main() -> None:
     levels = QUICK if args.quick else LEVELS
     if args.levels:
         levels = {int(c): int(n) for c, n in (x.split(":") for x in args.levels.split(","))}
-    with tempfile.TemporaryDirectory() as tmpdir:
+    with tempfile.TemporaryDirectory() as tmpdir, contextlib.ExitStack() as stack:
         tmp = Path(tmpdir)
         routers = {"router": start_router(tmp, "router", ups, None),
                    "router 1 arm": start_router(tmp, "one", {"a": ups["a"]}, None)}
         floor_port = free_port()
         routers["floor"] = (spawn(["benchmarks/floor_proxy.py", "--port", str(floor_port),
                                    "--upstream", f"http://127.0.0.1:{ups['a']}"]), floor_port)
+        if args.workers > 1:
+            admin = stack.enter_context(postgres(Path(stack.enter_context(
+                tempfile.TemporaryDirectory()))))
+            name = f"router {args.workers} workers"
+            routers[name] = start_router(tmp, "workers", ups, None, args.workers,
+                                         create_db(admin, "overhead"))
+            TWO_ARMS.add(name)
         if args.baseline:
             old = export(args.baseline, tmp)
             routers = {f"baseline {args.baseline}": start_router(tmp, "base", ups, old),
