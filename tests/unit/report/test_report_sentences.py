@@ -188,3 +188,24 @@ def test_placement_and_blocks_are_collapsed_but_complete(judgments: dict[str, Ju
     assert blocks.count("<tr><td>") == len(j.breakdowns) + len(j.trends)
     assert "<td>block</td>" in blocks
     assert "<details open" not in html
+
+
+def test_a_drift_only_in_the_prompt_and_in_output_logprobs_is_shown(tmp_path: Path) -> None:
+    from tests.support.records_factory import position
+
+    ex = rr.exchanges(32)
+    moved = ex[9].arms["b"]
+    moved.logprobs = [position(t, logprob=-0.1 + (0.003 if i == 4 else 0.0)) for i, t in enumerate(rr.TOKENS)]
+    for name, shift in (("a", 0.0), ("b", 0.004)):
+        ex[9].arms[name].prompt_logprobs = [position(1000 + i, logprob=-1.0 + (shift if i >= 17 else 0.0))
+                                            for i in range(40)]
+    j = rr.judged(ex, log=rr.sequential_log(2, "decided after 2 rounds: equality failed"))
+    assert j.equality[0].examples[0].cls == "drift"
+    paths = write_report(j, tmp_path, exchanges={e.request_id: e for e in ex if e.request_id in wanted(j)})
+    block = paths.html.read_text().split('id="mismatch-1"', 1)[1]
+    assert '<mark title="position 4">t5</mark>' in block  # the first drifting output position
+    assert "Prompt logprobs drift from prompt position 17" in block
+    assert "+3.00e-03" in block  # the output position's logprob drift, same token on both sides
+    assert "- prompt logprobs drift from prompt position 17" in paths.markdown.read_text()
+    said = first_screen(j)[0].text
+    assert said.startswith("Outputs differ on 1 of 32 requests (1 drift)") and "output position 4" in said
