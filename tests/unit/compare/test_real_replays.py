@@ -17,7 +17,8 @@ images per request, temperature 0, concurrency 2), exported with ``abserve.store
 
 The judgment from before the time guards (``policy-before-time-guards.yaml``: the CPU default's
 policy then, a fixed 10-request warm-up, fixed-sample intervals, no drift guard, placement
-assumed known) failed such runs; the by-hand policy of today must not fail them.
+assumed known) failed the cold and drifting runs; the by-hand policy of today must not fail them,
+and must still fail the real shift.
 """
 
 from __future__ import annotations
