@@ -124,7 +124,8 @@ def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     else:
         text = (f"Not yet decided whether {cand} is slower {what}: {span} still spans the "
                 f"allowed {allowed}.")
-    anchor = f"#traj-{m.name}" if len([lk for lk in m.trajectory if lk.low is not None]) >= 2 else "#gates"
+    charted = [lk for lk in m.trajectory if None not in (lk.estimate, lk.low, lk.high)]
+    anchor = f"#traj-{m.name}" if j.sequential and len(charted) >= 2 else "#gates"  # as views.gate_view
     tone = {"pass": "pass", "fail": "fail"}.get(m.outcome, "open")
     return Sentence(text, anchor, f"the {m.metric.upper()} gate", "Gates", tone)
 
