@@ -55,7 +55,7 @@ def exchanges(n: int = 96, *, shift: float = 0.0, mismatch_at: int | None = None
                           arm("b", b_tokens, ttft=0.4 + rng.normal(0, 0.004), itl=gap_b)],
                       items=items, profile="mixed", extra_tags=tags)
         if hashes:
-            ex.image_hashes = [f"{i:04d}{j:04d}" + "ab" * 28 for j in range(items)]
+            ex.image_hashes = [f"blake3:{i:04d}{j:04d}" + "ab" * 28 for j in range(items)]
         out.append(ex)
     return out
 

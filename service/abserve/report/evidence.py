@@ -7,7 +7,7 @@ context, the top-k at that position on each side, and the logprob drift per posi
 chose the same token.
 
 Images: the store keeps no image bytes, sizes or prompt positions (the router hashes each image
-and keeps only the hashes, in prompt order), so a request's images are shown as their count,
+URL and keeps only the hashes, in prompt order), so a request's images are shown as their count,
 their order and the start of their hash, and the corpus tags that rebuild the request.
 
 Pure: built from the ``Judgment`` and the exchanges the report command read from the store.
@@ -25,7 +25,7 @@ from abserve.records import ArmOutcome, Exchange
 CONTEXT = 12  # tokens shown before the divergence
 AFTER = 12  # and after it
 IMAGE_NOTE = ("The store keeps no image bytes, sizes or prompt positions: the router records only "
-              "each image's SHA-256, in prompt order (image 1 comes first in the prompt).")
+              "a hash of each image, in prompt order (image 1 comes first in the prompt).")
 REBUILD_TAGS = ("profile", "corpus-index", "seed", "items", "token-estimate")
 
 
@@ -64,6 +64,12 @@ class Mismatch:
     rebuild: dict[str, str] = field(default_factory=dict)  # corpus tags
 
 
+def short_hash(h: str) -> str:
+    """``blake3:1f2e3d4c5b6a`` of ``blake3:<64 hex>`` (the scheme kept), or the first 12 characters."""
+    scheme, sep, digest = h.partition(":")
+    return f"{scheme}:{digest[:12]}" if sep else h[:12]
+
+
 def _tokens(out: ArmOutcome) -> list[str]:
     if out.logprobs:
         return [p.token for p in out.logprobs]
@@ -97,7 +103,7 @@ def mismatch(result: PairResult, ex: Exchange) -> Mismatch | None:
     return Mismatch(
         result=result, at=at, left=_window(lt, at, lo), right=_window(rt, at, lo), skipped=lo,
         left_len=len(lt), right_len=len(rt), drift=drift_rows(left, right),
-        images=[h[:12] for h in ex.image_hashes],
+        images=[short_hash(h) for h in ex.image_hashes],
         rebuild={k: v for k, v in ex.tags.items() if k in REBUILD_TAGS},
     )
 

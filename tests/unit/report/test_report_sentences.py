@@ -140,7 +140,7 @@ def test_mismatch_shown_side_by_side_with_images(judgments: dict[str, Judgment],
     block = html.split('id="mismatch-1"', 1)[1].split('<div class="mismatch"', 1)[0]
     assert '<mark title="position 5">t6</mark>' in block and '<mark title="position 5">t46</mark>' in block
     assert "<code>t6</code>" in block and "<code>t46</code>" in block  # the top-k at that position
-    assert "8 images, in prompt order: 1 <code>00210000abab…</code>" in block  # req 21 has 8 images
+    assert "8 images, in prompt order: 1 <code>blake3:00210000abab…</code>" in block  # req 21: 8 images
     assert "corpus-index=<code>21</code>" in block and "rebuilds the request" in block
     assert "The store keeps no image bytes, sizes or prompt positions" in html
     md = write_report(j, tmp_path, exchanges=exs).markdown.read_text()
