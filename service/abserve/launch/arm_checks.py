@@ -10,6 +10,7 @@ starting servers:
   with THAT vLLM's own argument parser (``make_arg_parser``), so an unknown or misspelt flag is
   named now and not in a server log a minute later; one short subprocess per interpreter, only
   when some arm sets args or runs another interpreter (the CPU default pays nothing);
+- an arm with ``install:`` gets its ``venv:`` created first (``abserve.launch.arm_venv``);
 - every ``${VAR}`` reference (env, args, ``api_key_env``) must be set;
 - an external ``url:`` arm must answer ``GET /v1/models`` (with its key) and serve the
   experiment's model; its vLLM version (``GET /version``) and model root are recorded.
@@ -22,11 +23,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+
+from abserve.launch.arm_venv import ArmVenvError, ensure_venv
 
 if TYPE_CHECKING:
     from abserve.arms import ArmConfig
@@ -91,9 +95,11 @@ class ArmFacts:
 
 
 def check_arms(config: ExperimentConfig, argv: dict[str, list[str]] | None = None,
-               environ: dict[str, str] | None = None) -> dict[str, ArmFacts]:
+               environ: dict[str, str] | None = None,
+               say: Callable[[str], None] = print) -> dict[str, ArmFacts]:
     """Check every arm; raise ``ArmCheckError`` naming each problem. ``argv``: each managed
-    arm's full server arguments (checked with its vLLM's parser when given)."""
+    arm's full server arguments (checked with its vLLM's parser when given). An arm with
+    ``install:`` gets its environment created first (``abserve.launch.arm_venv``)."""
     env = dict(os.environ) if environ is None else environ
     errors: list[str] = []
     facts: dict[str, ArmFacts] = {name: ArmFacts() for name in config.arms}
@@ -104,6 +110,12 @@ def check_arms(config: ExperimentConfig, argv: dict[str, list[str]] | None = Non
         if arm.kind == "image":
             errors.append(f"arm {name}: image: arms are run by docker compose (abserve.deploy); "
                           "abserve run starts python:/venv: arms and probes url: arms")
+    for name, arm in config.arms.items():
+        if arm.install and arm.venv is not None:
+            try:
+                ensure_venv(arm.venv, arm.install, say)
+            except (ArmVenvError, OSError, subprocess.SubprocessError) as exc:
+                errors.append(f"arm {name}: could not create {arm.venv}: {exc}")
     by_python: dict[Path, list[str]] = {}
     for name, arm in config.arms.items():
         if arm.kind == "managed":

@@ -123,9 +123,33 @@ def combine(
     typer.echo(f"run {run.run_id}: {count} blocks, status {run.status}")
 
 
+def check(
+    config: Annotated[Path, typer.Argument(help="Experiment YAML.")],
+) -> None:
+    """Check an experiment without starting a server: the file, every arm (interpreters and the
+    environments an arm asks abserve to create, vLLM's own parser over each arm's flags,
+    references, external endpoints); prints what each arm runs."""
+    from abserve.config import load_experiment
+    from abserve.launch.arm_checks import check_arms
+    from abserve.launch.arm_servers import full_argv
+    from abserve.launch.orchestrator import ensure_model
+
+    try:
+        experiment = load_experiment(config)
+        facts = check_arms(experiment, full_argv(experiment, ensure_model(experiment)))
+    except (ValueError, RuntimeError) as exc:
+        typer.echo(f"check refused: {exc}", err=True)
+        raise typer.Exit(3) from None
+    for name, arm in experiment.arms.items():
+        fact = facts[name]
+        typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "
+                   f"{'proves ' + arm.expected_mode if arm.expected_mode else 'unproven'}")
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("build-model")(build_model)
+    app.command("check")(check)
     app.command("run")(run)
     app.command("prove")(prove)
     app.command("combine")(combine)
