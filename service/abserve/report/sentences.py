@@ -204,4 +204,9 @@ def first_screen(j: Judgment) -> list[Sentence]:
     per_image = per_image_sentence(j)
     if per_image is not None:
         out.append(per_image)
+    named = [r.split(" — ", 1)[0].replace(": ", " ", 1) for r in j.reasons if " — " in r]
+    if named and (j.verdict not in ("pass", "fail") or not any(x.tone == "fail" for x in out)):
+        # what made the verdict, when the sentences above do not already say it
+        stop_s = Sentence(f"{stop} Verdict {j.verdict}: {', '.join(named)}.", stop_s.anchor, stop_s.link,
+                          stop_s.heading, stop_s.tone)
     return [*out, stop_s]

@@ -61,7 +61,8 @@ GOLDEN: dict[str, list[str]] = {
         "Per image, no difference per output token is shown (-1.93 µs [-4.09, +0.24]) and no "
         "difference in time to the first token is shown (+1.61 µs [-8.92, +11.25]); on requests with "
         "≥ 128 images its being faster per output token is not yet proven (no estimate yet).",
-        "Stopped: budget spent (3 rounds, 48 requests, 60 s; budget 540 s).",
+        "Stopped: budget spent (3 rounds, 48 requests, 60 s; budget 540 s). Verdict inconclusive: "
+        "equality inconclusive, tpot.improvement@128+ inconclusive.",
     ],
     "invalid": [
         "The run is invalid, so no gate decides anything: arm 'b' expected lookup 'bisect' but proved "
