@@ -46,9 +46,9 @@ def routed(tmp_path_factory) -> Iterator[tuple[RouterServer, ListSink]]:
 def post(router: RouterServer, headers: dict[str, str] | list[tuple[str, bytes]],
          stream: bool = False) -> httpx.Response:
     # raw (name, bytes) pairs reach the socket as they are: httpx would refuse non-ASCII str
-    pairs = [(k, v.encode() if isinstance(v, str) else v)
+    pairs = [(k.encode(), v.encode() if isinstance(v, str) else v)
              for k, v in (headers.items() if isinstance(headers, dict) else headers)]
-    pairs.append(("authorization", f"Bearer {KEY}".encode()))
+    pairs.append((b"authorization", f"Bearer {KEY}".encode()))
     resp = httpx.post(router.url + URL, json=body(stream), headers=pairs, timeout=20)
     assert resp.status_code == 200, resp.text
     return resp

@@ -95,7 +95,7 @@ def test_media_urls_are_checked_wherever_vllm_reads_them(guarded, part) -> None:
 
 def test_images_of_every_shape_count_toward_the_limit(guarded) -> None:
     router = guarded[0]
-    shapes = [{"type": "input_image", "image_url": DATA, "detail": "auto"},
+    shapes: list[dict[str, Any]] = [{"type": "input_image", "image_url": DATA, "detail": "auto"},
               {"type": "text", "uuid": "u", "image_url": {"url": DATA}},
               {"image_url": {"url": DATA}}]
     assert post(router, json=body(*shapes)).status_code == 200

@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionContentPartParam, ChatCompletionMessageParam
 from PIL import Image
 from tests.support.router_server import RouterServer, dev_settings
 
@@ -32,9 +33,9 @@ def image_url(seed: int, size: int = 64) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def messages(n_images: int, seed: int) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": image_url(seed + i)}}
-                                   for i in range(n_images)]
+def messages(n_images: int, seed: int) -> list[ChatCompletionMessageParam]:
+    parts: list[ChatCompletionContentPartParam] = [
+        {"type": "image_url", "image_url": {"url": image_url(seed + i)}} for i in range(n_images)]
     parts.append({"type": "text", "text": f"Describe these {n_images} pictures."})
     return [{"role": "user", "content": parts}]
 
@@ -70,6 +71,7 @@ def test_router_in_front_of_two_real_vllm_servers(vllm_pair: Any, tmp_path: Path
             assert all(len(p.top) == settings.top_logprobs for p in arm.logprobs)
             if record.stream:
                 assert len(arm.token_times) == len(arm.token_ids)
+                assert arm.t_first_token is not None and arm.t_end is not None
                 assert arm.t_send < arm.t_first_token <= arm.token_times[-1] <= arm.t_end
         assert a.token_ids == b.token_ids and a.text == b.text  # same outputs, both lookups
         if record.stream:

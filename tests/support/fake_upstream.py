@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import orjson
 import uvicorn
@@ -293,8 +293,9 @@ class FakeUpstream:
             self._server.should_exit = True
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> FakeUpstream:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -65,7 +65,7 @@ def arm(
     return ArmOutcome(
         arm=name,
         status=status,
-        error_class=error_class,  # type: ignore[arg-type]
+        error_class=error_class,
         t_send=0.0,
         t_first_byte=ttft * 0.9 if tokens else None,
         t_first_token=times[0] if tokens else None,
@@ -135,7 +135,7 @@ def run_info(
         arms = {"a": provenance("linear"), "b": provenance("bisect"), "a2": provenance("linear")}
     return RunInfo(
         run_id=run_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         started_at=1_000.0,
         ended_at=2_000.0,
         config={"model": "tiny"},

@@ -56,7 +56,7 @@ def test_first_error_line_names_the_cause_not_the_traceback_header() -> None:
            "ERROR 12-01 10:00:01 [core.py:2] EngineCore failed\n")
     assert first_error_line(log) == "RuntimeError: CPU Generator does not use offset"
     assert first_error_line("INFO fine\nWARNING also fine\n") is None
-    assert first_error_line("ERROR " + "x" * 1000).endswith("...")
+    assert (first_error_line("ERROR " + "x" * 1000) or "").endswith("...")
 
 
 def test_exit_causes_name_the_signal() -> None:

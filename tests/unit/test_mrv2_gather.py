@@ -54,7 +54,7 @@ def make_request(rng: random.Random, rid: str) -> tuple[list[Any], dict[str, tor
 
 
 def make_runner(features: dict[str, list[Any]], outputs: dict[str, torch.Tensor]) -> Any:
-    runner = object.__new__(encoder_runner.EncoderRunner)
+    runner: Any = object.__new__(encoder_runner.EncoderRunner)  # its cache is a stand-in
     runner.encoder_cache = SimpleNamespace(mm_features=features, encoder_outputs=outputs)
     runner.is_realtime = False
     return runner

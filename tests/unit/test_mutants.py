@@ -32,6 +32,8 @@ def test_slow_mutant_adds_its_configured_cost_and_keeps_the_answer() -> None:
 
 def test_embed_fault_zeroes_the_middle_item_of_large_requests_only() -> None:
     class Runner:
+        features: list[NS]
+
         def _gather_mm_embeddings(self, _out: object) -> list[object]:
             return [self._get_encoder_output_from_cache(f.identifier) for f in self.features]
 
@@ -44,11 +46,11 @@ def test_embed_fault_zeroes_the_middle_item_of_large_requests_only() -> None:
     runner = Runner()
     runner.input_batch = NS(req_ids=["r"])  # type: ignore[attr-defined]
     runner.requests = {"r": NS(mm_features=big)}  # type: ignore[attr-defined]
-    runner.features = big  # type: ignore[attr-defined]
+    runner.features = big
     out = runner._gather_mm_embeddings(None)
     assert out.count(0) == 1 and out[len(big) // 2] == 0 and faults == [1]
     runner.requests = {"r": NS(mm_features=big[:3])}  # type: ignore[attr-defined]
-    runner.features = big[:3]  # type: ignore[attr-defined]
+    runner.features = big[:3]
     assert runner._gather_mm_embeddings(None) == [7, 7, 7]
 
 

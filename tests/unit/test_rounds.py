@@ -99,10 +99,10 @@ def test_judging_roles_follow_the_config_when_the_policy_names_other_arms() -> N
 
 def _judgment(*outcomes: tuple[str, bool, str]) -> Judgment:
     _, eq_critical, eq_outcome = outcomes[0]
-    eq = EqualityVerdict(floor_measured=False, threshold=0.0, critical=eq_critical, outcome=eq_outcome,  # type: ignore[arg-type]
+    eq = EqualityVerdict(floor_measured=False, threshold=0.0, critical=eq_critical, outcome=eq_outcome,
                          reason="")
     lines = [MetricLine(name=n, metric="tpot", statistic="mean", direction="increase", critical=c, n=50,
-                        confidence=0.95, outcome=o, reason="") for n, c, o in outcomes[1:]]  # type: ignore[arg-type]
+                        confidence=0.95, outcome=o, reason="") for n, c, o in outcomes[1:]]
     return Judgment(run_id="r", run_status="running", started_at=0.0, verdict="inconclusive", exit_code=2,
                     equality_verdict=eq, metrics=lines)
 
@@ -142,7 +142,7 @@ def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
 
 def _line(outcome: str, low: float, high: float, threshold: float) -> MetricLine:
     return MetricLine(name="tpot.hl", metric="tpot", statistic="mean", direction="increase", critical=True,
-                      n=40, confidence=0.95, outcome=outcome, reason="", low=low, high=high,  # type: ignore[arg-type]
+                      n=40, confidence=0.95, outcome=outcome, reason="", low=low, high=high,
                       threshold=threshold)
 
 

@@ -88,7 +88,7 @@ async def test_parts_the_router_does_not_serve_are_400(part: dict[str, Any]) -> 
 
 
 async def test_images_of_every_shape_count_toward_the_limit() -> None:
-    shapes = [{"type": "image_url", "image_url": {"url": DATA}},
+    shapes: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": DATA}},
               {"type": "input_image", "image_url": DATA, "detail": "low"},
               {"type": "text", "uuid": "u", "image_url": DATA},
               {"uuid": "v", "image_url": None},
@@ -101,7 +101,7 @@ async def test_images_of_every_shape_count_toward_the_limit() -> None:
 
 
 async def test_identify_hashes_every_image_and_keeps_no_url() -> None:
-    shapes = [{"type": "input_image", "image_url": DATA, "detail": "low"},
+    shapes: list[dict[str, Any]] = [{"type": "input_image", "image_url": DATA, "detail": "low"},
               {"type": "text", "uuid": "u", "image_url": {"url": PUBLIC}},
               {"uuid": "v", "image_url": None},
               {"type": "audio_url", "audio_url": {"url": DATA}},

@@ -33,7 +33,7 @@ def spec(expect: str, candidate: str = "b", floor: str | None = None, **kw: obje
          "expect": expect, **kw})
 
 
-def judged(s: CheckSpec, exchanges: list, arms: dict | None = None):  # type: ignore[no-untyped-def]
+def judged(s: CheckSpec, exchanges: list, arms: dict | None = None):
     return judge(run_info(arms), exchanges, roles_policy(policy(), s))
 
 

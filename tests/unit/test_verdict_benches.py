@@ -25,7 +25,7 @@ def load(name: str) -> ModuleType:
     return module
 
 
-def aa_policy():  # type: ignore[no-untyped-def]
+def aa_policy():
     policy = load_policy(BENCH.parent / "configs/policy/selftest.yaml")
     return policy.model_copy(update={"arms": ArmRoles(baseline="a", candidate="a2", floor=None)})
 

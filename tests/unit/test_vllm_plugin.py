@@ -10,6 +10,7 @@ import sys
 import textwrap
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ RUNNER = vllm_plugin.RUNNER_MODULES
 ENGINE = vllm_plugin.ENGINE_MODULES
 
 
-def run_python(code: str, env: dict[str, str]) -> dict[str, object]:
+def run_python(code: str, env: dict[str, str]) -> dict[str, Any]:
     """Run code in a fresh interpreter (as a vLLM process would) and return its JSON."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ABSERVE_")}
     full_env.update({"VLLM_PLUGINS": "abserve", "VLLM_NO_USAGE_STATS": "1", **env})
@@ -57,7 +58,7 @@ def test_entry_point_is_registered_for_vllm() -> None:
 
 def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
     result = run_python(PROBE, {"ABSERVE_TELEMETRY_DIR": str(tmp_path)})
-    assert set(result["modes"].values()) == {None}  # type: ignore[union-attr]
+    assert set(result["modes"].values()) == {None}
     assert result["timed"] is False
     assert list(tmp_path.iterdir()) == []
 
@@ -66,8 +67,8 @@ def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
 def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> None:
     result = run_python(PROBE, {"ABSERVE_MM_LOOKUP": mode, "ABSERVE_TELEMETRY_DIR": str(tmp_path)})
     modes = result["modes"]
-    assert {modes[m] for m in RUNNER} == {mode}  # type: ignore[index]
-    assert {modes[m] for m in ENGINE} == {None}  # type: ignore[index]
+    assert {modes[m] for m in RUNNER} == {mode}
+    assert {modes[m] for m in ENGINE} == {None}
     assert result["timed"] is True
     (record,) = read_telemetry(tmp_path)
     assert record.mode == mode and sorted(record.patched) == sorted(RUNNER)
@@ -77,7 +78,7 @@ def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> 
 def test_all_scope_also_patches_the_engine_core(tmp_path: Path) -> None:
     env = {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}
     result = run_python(PROBE, env)
-    assert set(result["modes"].values()) == {"bisect"}  # type: ignore[union-attr]
+    assert set(result["modes"].values()) == {"bisect"}
 
 
 def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
     assert linear["examined"] == 53 + 2  # scans up to the first item past each window
     assert bisect["examined"] == bisect_probes(100, 50, 52) + bisect_probes(100, 0, 1)
     assert 2 * 2 * 6 <= bisect["examined"] <= 2 * 2 * 7  # two bisects of ~log2(100) probes, twice
-    assert linear["hist"] == {"64": 2} and int(linear["ns"]) > 0  # type: ignore[call-overload]
+    assert linear["hist"] == {"64": 2} and int(linear["ns"]) > 0
     # hybrid: 100 items is above the default threshold (vLLM's helper), below a raised one (the scan)
     assert run_python(code, {"ABSERVE_MM_LOOKUP": "hybrid"})["examined"] == bisect["examined"]
     raised = {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}

@@ -44,7 +44,7 @@ def blocked_run(effect: float, bias: float, *, blocks: int = 8, per_block: int =
     return out
 
 
-def _tpot(j):  # type: ignore[no-untyped-def]
+def _tpot(j):
     return next(m for m in j.metrics if m.name == "tpot.hl")
 
 
@@ -128,7 +128,7 @@ def _simulate(reps: int, *, blocks: int, n: int, beta: float, tau: float, extra:
         naive = hodges_lehmann(diffs)
         static = hodges_lehmann([d for d, lv in zip(diffs, levels, strict=True) if lv == "p0"])
         hit += [res.low <= 0 <= res.high, naive.low <= 0 <= naive.high, static.low <= 0 <= static.high]
-    return tuple(hit / reps)  # type: ignore[return-value]
+    return tuple(hit / reps)
 
 
 def test_blocked_interval_keeps_its_coverage_where_naive_estimates_do_not() -> None:
