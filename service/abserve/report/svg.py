@@ -20,6 +20,7 @@ from markupsafe import Markup
 WIDTH, HEIGHT = 560, 240
 PAD_L, PAD_R, PAD_T, PAD_B = 64, 16, 16, 40
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+MAX_DOTS = 48  # look markers drawn per trajectory; the line and band keep every look
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,8 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
             body.append(_text(WIDTH - PAD_R - 2, y - 4, r.label, "end", 10))
     line = " ".join(xy(p.n, p.estimate) for p in pts)
     body.append(f'<polyline class="estimate" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
-    for p in pts:
+    step = max(1, math.ceil(len(pts) / MAX_DOTS))  # a long run: a dot (and tooltip) every step-th look
+    for p in [*pts[:-1:step], pts[-1]]:
         cx, cy = xy(p.n, p.estimate).split(",")
         body.append(
             f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"><title>n={p.n:.0f}: '

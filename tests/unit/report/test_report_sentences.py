@@ -210,3 +210,12 @@ def test_a_drift_only_in_the_prompt_and_in_output_logprobs_is_shown(tmp_path: Pa
     assert "- prompt logprobs drift from prompt position 17" in paths.markdown.read_text()
     said = first_screen(j)[0].text
     assert said.startswith("Outputs differ on 1 of 32 requests (1 drift)") and "output position 4" in said
+
+
+def test_a_long_run_draws_a_bounded_number_of_look_markers() -> None:
+    from abserve.report import svg
+
+    many = [svg.Point(i, 0.1 * i, 0.1 * i - 1, 0.1 * i + 1) for i in range(1, 314)]
+    chart = svg.trajectory(many, [], "t", "y")
+    assert chart.count("<circle") <= svg.MAX_DOTS and "n=313:" in chart  # the last look is marked
+    assert chart.count(",") > 2 * 313  # the band and the line keep every look
