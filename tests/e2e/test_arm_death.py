@@ -57,8 +57,8 @@ def test_an_arm_killed_mid_run_stops_the_run_invalid_with_its_cause(tmp_path: Pa
     router_log = out / "logs" / "router.log"
     deadline = time.monotonic() + 600
     while recorded(router_log) < 4:  # load is flowing through both arms
-        assert time.monotonic() < deadline and proc.poll() is None, \
-            proc.stdout.read() if proc.stdout else ""
+        assert time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
         time.sleep(0.5)
     port = int(yaml.safe_load((out / "router.yaml").read_text())["arms"]["b"]["url"].rsplit(":", 1)[1])
     tree = server_tree(port)

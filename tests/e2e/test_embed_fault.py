@@ -34,12 +34,15 @@ def test_embed_fault_is_caught_with_its_requests_named_while_aa_stays_clean(tmp_
     tail = (done.stdout + done.stderr)[-4000:]
     assert (out / "report.json").is_file(), tail
     report = json.loads((out / "report.json").read_text())
-    assert done.returncode == 1 and report["verdict"] == "fail", tail
+    assert done.returncode == 1, tail
+    assert report["verdict"] == "fail", tail
     assert report["equality_verdict"]["outcome"] == "fail"
     ab, aa = report["equality"]
     assert (ab["right"], aa["right"]) == ("b", "a2")
-    assert aa["summary"]["mismatches"] == 0 and aa["summary"]["counts"]["incomparable"] == 0
-    assert aa["prompt_sampled"] > 0 and aa["prompt_drifts"] == 0
+    assert aa["summary"]["mismatches"] == 0
+    assert aa["summary"]["counts"]["incomparable"] == 0
+    assert aa["prompt_sampled"] > 0
+    assert aa["prompt_drifts"] == 0
     store = Store.open(f"sqlite:///{out / 'abserve.db'}")
     try:
         (run,) = store.list_runs()
@@ -47,9 +50,12 @@ def test_embed_fault_is_caught_with_its_requests_named_while_aa_stays_clean(tmp_
     finally:
         store.close()
     faulty = {rid for rid, n in items.items() if n > THRESHOLD}
-    assert faulty and len(faulty) < len(items)
+    assert faulty
+    assert len(faulty) < len(items)
     assert ab["summary"]["mismatches"] == len(faulty)  # every faulty request, nothing else
     named = {x["request_id"] for x in ab["examples"]}
-    assert named and named <= faulty
-    assert ab["prompt_sampled"] > 0 and ab["prompt_drifts"] > 0
+    assert named
+    assert named <= faulty
+    assert ab["prompt_sampled"] > 0
+    assert ab["prompt_drifts"] > 0
     assert next(iter(named)) in (out / "report.md").read_text()

@@ -96,7 +96,8 @@ def test_a_server_that_cannot_start_stops_the_run_with_its_log_tail(tmp_path: Pa
     proc = abserve("run", str(config), "--out", str(tmp_path / "out"), lock=tmp_path / "run.lock")
     output, _ = proc.communicate(timeout=600)
     assert proc.returncode == 3
-    assert "run failed" in output and "last lines" in output
+    assert "run failed" in output
+    assert "last lines" in output
     assert not (tmp_path / "out" / "report.json").exists()
 
 
@@ -164,14 +165,18 @@ def test_make_run_default_config_decides_and_says_why_it_stopped(tmp_path: Path)
     report = json.loads((out / "report.json").read_text())
     sequential = report["provenance"]["sequential"]
     assert report["verdict"] == "pass", (report["reasons"], sequential["stop_reason"])
-    assert sequential["decided"] and sequential["rounds"] >= 2 and "passed" in sequential["stop_reason"]
+    assert sequential["decided"]
+    assert sequential["rounds"] >= 2
+    assert "passed" in sequential["stop_reason"]
     assert sequential["requests"] == report["exchanges_total"]
-    assert report["sequential"] and report["looks"] >= 2
+    assert report["sequential"]
+    assert report["looks"] >= 2
     lines = {m["name"]: m for m in report["metrics"]}
     assert lines["tpot.improvement@128+"]["outcome"] == "pass"
     assert 2 <= len(lines["tpot.hl"]["trajectory"]) <= report["looks"]
     arms = report["arms"]
-    assert arms["a"]["proven_lookup"] == "linear" and arms["b"]["proven_lookup"] == "bisect"
+    assert arms["a"]["proven_lookup"] == "linear"
+    assert arms["b"]["proven_lookup"] == "bisect"
     assert report["equality_verdict"]["outcome"] != "inconclusive"
     assert f"verdict: {report['verdict'].upper()}" in output
     for name in ("report.html", "report.md", "junit.xml"):
@@ -179,9 +184,12 @@ def test_make_run_default_config_decides_and_says_why_it_stopped(tmp_path: Path)
     for arm in ("a", "b"):  # the lookup's work per images bucket, counted inside the servers
         tele = arms[arm]["telemetry"]
         buckets = tele["examined_per_request"]
-        assert buckets and set(buckets) <= set(tele["items_per_request"]), tele
+        assert buckets, tele
+        assert set(buckets) <= set(tele["items_per_request"]), tele
     shot = tmp_path / "first-screen.png"
     seen, problems = first_screen_of(out / "report.html", shot)
     print(f"first screen of the default run's report: {shot}")
-    assert seen[0].startswith("Outputs identical on") and any(s.startswith("Per image") for s in seen), seen
-    assert len(seen) == len(report["summary"]["sentences"]) and problems == []
+    assert seen[0].startswith("Outputs identical on"), seen
+    assert any(s.startswith("Per image") for s in seen), seen
+    assert len(seen) == len(report["summary"]["sentences"])
+    assert problems == []

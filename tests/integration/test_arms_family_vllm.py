@@ -81,7 +81,8 @@ def test_external_arms_judged_against_a_managed_arm_with_holm(vllm_pair: VllmPai
     assert "**Multiplicity:** Holm step-down over 2 candidates" in markdown
     assert "| ext_lin | candidate | external | 0.32.0 | unproven |" in markdown
     assert "| a | baseline | managed | 0.32.0 | proven linear |" in markdown
-    assert "arm ext_lin (external): unproven" in printed and "arm a proved linear" in printed
+    assert "arm ext_lin (external): unproven" in printed
+    assert "arm a proved linear" in printed
 
     # the same stored run under a policy that asks for proofs: invalid, naming the external arms
     from abserve.report.commands import open_store
@@ -92,9 +93,12 @@ def test_external_arms_judged_against_a_managed_arm_with_holm(vllm_pair: VllmPai
         run = store.get_run(run_id)
     finally:
         store.close()
-    assert run is not None and run.arms["ext_bis"].kind == "external"
-    assert run.arms["ext_bis"].vllm_version == "0.32.0" and run.arms["ext_bis"].model["id"] == "tiny-llava"
-    assert run.arms["a"].proven_lookup == "linear" and run.arms["a"].server_args
+    assert run is not None
+    assert run.arms["ext_bis"].kind == "external"
+    assert run.arms["ext_bis"].vllm_version == "0.32.0"
+    assert run.arms["ext_bis"].model["id"] == "tiny-llava"
+    assert run.arms["a"].proven_lookup == "linear"
+    assert run.arms["a"].server_args
     strict: Policy = load_policy(tmp_path / "policy.yaml").model_copy(update={"require_proof": True})
     judged = write_family_signoff(f"sqlite:///{out / 'abserve.db'}", run_id, strict, tmp_path / "policy.yaml",
                                   ("a", ["ext_lin", "ext_bis"], None), tmp_path / "strict")

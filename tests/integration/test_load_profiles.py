@@ -64,7 +64,8 @@ def test_profile_arrives_as_specified(name: str, upstream: TokenizingUpstream,
     hashes: list[list[str]] = []
     for body, head in zip(bodies, headers, strict=True):
         images = images_of(body)
-        assert head["x-abserve-run-id"] == f"t-{name}" and head["x-abserve-profile"] == name
+        assert head["x-abserve-run-id"] == f"t-{name}"
+        assert head["x-abserve-profile"] == name
         assert int(head["x-abserve-items"]) == len(images)
         hashes.append([hashlib.sha256(i).hexdigest() for i in images])
         for raw in images[:8]:
@@ -98,7 +99,8 @@ def _check_profile(name: str, body: dict[str, Any], images: list[bytes],
                 span.offset < boundary < span.end), f"span {k} misses boundary {boundary}"
     elif name == "interleaved":
         kinds = [p["type"] for p in body["messages"][0]["content"]]
-        assert kinds[0] == "text" and kinds[-1] == "text"
+        assert kinds[0] == "text"
+        assert kinds[-1] == "text"
         assert all(a != b for a, b in itertools.pairwise(kinds))
 
 
@@ -120,7 +122,8 @@ def test_run_stops_early_when_the_error_rate_passes_the_limit(tmp_path: Path) ->
     with TokenizingUpstream(Knobs(status=500)) as up:
         summary = run_load(LoadSpec("interleaved", up.url, requests=200, users=2, seed=1, run_id="bad",
                            out_dir=tmp_path, max_error_rate=0.1, timeout_s=30))
-    assert summary.stop_reason == "error_rate" and summary.exit_code == 3
+    assert summary.stop_reason == "error_rate"
+    assert summary.exit_code == 3
     assert 10 <= summary.requests_sent < 200
     assert summary.failures == summary.requests_sent
 
@@ -140,7 +143,8 @@ def test_duration_bounded_poisson_run_stops_by_itself(upstream: TokenizingUpstre
     summary = run_load(LoadSpec("cache-reuse", upstream.url, duration=1.5, users=2, seed=2,
                        run_id="dur", out_dir=tmp_path, shape="poisson", rate=8.0, timeout_s=30))
     records = read_timings([summary.timings_path])
-    assert summary.stop_reason == "completed" and summary.failures == 0
+    assert summary.stop_reason == "completed"
+    assert summary.failures == 0
     assert 3 <= len(records) <= 30
     assert all(r.scheduled_offset_s is not None and r.scheduled_offset_s < 1.5 for r in records)
 
@@ -166,4 +170,5 @@ def test_the_api_key_reaches_locust_only(upstream: TokenizingUpstream, tmp_path:
                     out_dir=tmp_path, timeout_s=30, api_key=key)
     assert run_load(spec).requests_sent == 2
     assert [h.get("authorization") for h, _ in upstream.arrivals] == [f"Bearer {key}"] * 2
-    assert API_KEY_ENV not in os.environ and key not in repr(spec)
+    assert API_KEY_ENV not in os.environ
+    assert key not in repr(spec)

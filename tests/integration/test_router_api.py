@@ -69,7 +69,9 @@ def test_stream_client_gets_what_a_direct_call_returns(routed, pair, extra) -> N
     # every arm was asked for token ids, top-k logprobs, usage and the same seed
     asked = pair[0].observed.bodies[-1]
     assert asked == pair[1].observed.bodies[-1]
-    assert asked["return_token_ids"] and asked["logprobs"] and asked["seed"] == 0
+    assert asked["return_token_ids"]
+    assert asked["logprobs"]
+    assert asked["seed"] == 0
     assert asked["stream_options"]["include_usage"]
 
 
@@ -88,14 +90,20 @@ def test_record_has_every_arm_tokens_times_and_logprobs(routed, pair) -> None:
     (ex,) = sink.wait_for(1)
     assert ex.request_id == resp.headers["x-abserve-request-id"]
     assert ex.tags == {"profile": "few-images", "items": "1"}
-    assert ex.image_hashes and ex.image_hashes[0].startswith("blake3:")
-    assert ex.prompt_text is None and "base64" not in ex.model_dump_json()
+    assert ex.image_hashes
+    assert ex.image_hashes[0].startswith("blake3:")
+    assert ex.prompt_text is None
+    assert "base64" not in ex.model_dump_json()
     assert set(ex.arms) == {"a", "b"}
     for arm in ex.arms.values():
-        assert arm.ok and arm.status == 200 and arm.finish_reason == "length"
+        assert arm.ok
+        assert arm.status == 200
+        assert arm.finish_reason == "length"
         assert len(arm.token_ids) == 8 == len(arm.token_times) == len(arm.logprobs)
-        assert len(arm.logprobs[0].top) == 5 and arm.logprobs[0].token_id == arm.token_ids[0]
-        assert arm.vllm_request_id and arm.vllm_request_id.startswith("chatcmpl-")
+        assert len(arm.logprobs[0].top) == 5
+        assert arm.logprobs[0].token_id == arm.token_ids[0]
+        assert arm.vllm_request_id
+        assert arm.vllm_request_id.startswith("chatcmpl-")
         assert arm.usage == {"prompt_tokens": 5, "total_tokens": 13, "completion_tokens": 8}
         assert 0 <= arm.t_send <= arm.t_first_byte <= arm.t_first_token <= arm.t_end
     assert ex.arms["a"].token_ids == ex.arms["b"].token_ids
@@ -108,7 +116,8 @@ def test_completions_endpoint_streams_and_records(routed, pair) -> None:
     via = httpx.post(f"{router.url}/v1/completions", json=body)
     assert _without_ids(_sse_chunks(via.text)) == _without_ids(_sse_chunks(direct.text))
     (ex,) = sink.wait_for(1)
-    assert ex.endpoint == "completions" and len(ex.arms["b"].logprobs) == 8
+    assert ex.endpoint == "completions"
+    assert len(ex.arms["b"].logprobs) == 8
 
 
 def test_official_openai_client_works_unchanged(routed) -> None:
@@ -116,7 +125,8 @@ def test_official_openai_client_works_unchanged(routed) -> None:
     client = openai.OpenAI(base_url=f"{router.url}/v1", api_key="unused-in-dev-mode")
     msgs = chat(False)["messages"]
     full = client.chat.completions.create(model="fake-model", messages=msgs, max_tokens=8)
-    assert full.choices[0].message.content and full.choices[0].logprobs is None
+    assert full.choices[0].message.content
+    assert full.choices[0].logprobs is None
     pieces = [c.choices[0].delta.content or "" for c in client.chat.completions.create(
         model="fake-model", messages=msgs, max_tokens=8, stream=True) if c.choices]
     assert "".join(pieces) == full.choices[0].message.content
@@ -144,7 +154,9 @@ def test_records_persist_in_the_real_store(pair, tmp_path) -> None:
     store = Store.open(settings.effective_database_url)
     records = list(store.iter_exchanges("test-run"))
     run = store.get_run("test-run")
-    assert len(records) == 3 and run is not None and run.status == "completed"
+    assert len(records) == 3
+    assert run is not None
+    assert run.status == "completed"
     assert all(len(x.arms["b"].token_ids) == 8 for x in records)
     assert "api_key" not in orjson.dumps(run.config).decode()
 
@@ -153,7 +165,8 @@ def test_probes(routed, pair) -> None:
     router, _ = routed
     assert httpx.get(f"{router.url}/livez").json() == {"status": "ok"}
     ready = httpx.get(f"{router.url}/readyz")
-    assert ready.status_code == 200 and ready.json()["arms"] == {"a": True, "b": True}
+    assert ready.status_code == 200
+    assert ready.json()["arms"] == {"a": True, "b": True}
 
 
 def test_fingerprint_hashes_images_and_text_is_stored_only_when_configured(pair, tmp_path) -> None:

@@ -62,7 +62,8 @@ def test_slow_shadow_does_not_delay_the_client(ups, tmp_path) -> None:
     # between runs of the same request reaches 0.2 s); quiet, the difference is ~1 ms.
     assert min(slow) - min(fast) < 0.020, (fast, slow)
     shadow = [x.arms["b"] for x in records if x.arms["b"].t_end and x.arms["b"].t_end > 0.6]
-    assert len(shadow) == 8 and statistics.median(slow) < 0.4  # client done long before the shadow
+    assert len(shadow) == 8
+    assert statistics.median(slow) < 0.4  # client done long before the shadow
 
 
 def test_refused_shadow_leaves_client_served_and_is_recorded(ups, tmp_path) -> None:
@@ -71,9 +72,12 @@ def test_refused_shadow_leaves_client_served_and_is_recorded(ups, tmp_path) -> N
     with router:
         _, text = timed_stream(router.url)
         (ex,) = sink.wait_for(1)
-    assert text.endswith("data: [DONE]\n\n") and "error" not in text
-    assert ex.arms["a"].ok and len(ex.arms["a"].token_ids) == 8
-    assert ex.arms["b"].error_class == "connect" and ex.arms["b"].status is None
+    assert text.endswith("data: [DONE]\n\n")
+    assert "error" not in text
+    assert ex.arms["a"].ok
+    assert len(ex.arms["a"].token_ids) == 8
+    assert ex.arms["b"].error_class == "connect"
+    assert ex.arms["b"].status is None
 
 
 def test_refused_primary_is_502_without_fallback(ups, tmp_path) -> None:
@@ -82,7 +86,8 @@ def test_refused_primary_is_502_without_fallback(ups, tmp_path) -> None:
     with router:
         resp = httpx.post(router.url + URL, json=BODY)
         (ex,) = sink.wait_for(1)
-    assert resp.status_code == 502 and resp.json()["error"]["code"] == 502
+    assert resp.status_code == 502
+    assert resp.json()["error"]["code"] == 502
     assert ex.arms["b"].ok  # the shadow was called and recorded, but never relayed
 
 
@@ -94,9 +99,12 @@ def test_primary_killed_mid_stream_client_sees_error_and_record_truncated(ups, t
         resp = httpx.post(router.url + URL, json=BODY)
         (ex,) = sink.wait_for(1)
     assert resp.status_code == 200  # the head was already sent
-    assert "[DONE]" not in resp.text and '"error"' in resp.text
-    assert ex.arms["a"].truncated and ex.arms["a"].error_class == "truncated"
-    assert len(ex.arms["a"].token_ids) == 2 and ex.arms["b"].ok
+    assert "[DONE]" not in resp.text
+    assert '"error"' in resp.text
+    assert ex.arms["a"].truncated
+    assert ex.arms["a"].error_class == "truncated"
+    assert len(ex.arms["a"].token_ids) == 2
+    assert ex.arms["b"].ok
 
 
 def test_first_token_and_idle_deadlines_are_separate(ups, tmp_path) -> None:
@@ -111,9 +119,11 @@ def test_first_token_and_idle_deadlines_are_separate(ups, tmp_path) -> None:
         a.knobs = Knobs(first_token_delay_s=1.0)
         late = httpx.post(router.url + URL, json=BODY)
         first, second = sink.wait_for(2)
-    assert ok.text.endswith("data: [DONE]\n\n") and first.arms["a"].ok
+    assert ok.text.endswith("data: [DONE]\n\n")
+    assert first.arms["a"].ok
     assert first.arms["b"].error_class == "timeout_idle"  # stalled after its first token
-    assert late.status_code == 504 and second.arms["a"].error_class == "timeout_first_token"
+    assert late.status_code == 504
+    assert second.arms["a"].error_class == "timeout_first_token"
 
 
 def test_client_disconnect_cancels_every_upstream_without_leaks(ups, tmp_path) -> None:
@@ -131,11 +141,14 @@ def test_client_disconnect_cancels_every_upstream_without_leaks(ups, tmp_path) -
             time.sleep(0.01)
         left = router.task_names()
         state = router.app.state.router
-    assert len(a.observed.cancelled_at) == 1 and len(b.observed.cancelled_at) == 1
+    assert len(a.observed.cancelled_at) == 1
+    assert len(b.observed.cancelled_at) == 1
     assert max(a.observed.cancelled_at + b.observed.cancelled_at) - gone < 1.0
     assert {arm.error_class for arm in ex.arms.values()} == {"cancelled"}
-    assert len(left) == len(baseline) and not [n for n in left if n.startswith("arm-")]
-    assert not state.recorder.pending and state.recorder.admitted == 0
+    assert len(left) == len(baseline)
+    assert not [n for n in left if n.startswith("arm-")]
+    assert not state.recorder.pending
+    assert state.recorder.admitted == 0
 
 
 def test_client_leaving_right_after_done_cancels_nothing(ups, tmp_path) -> None:
@@ -152,7 +165,8 @@ def test_client_leaving_right_after_done_cancels_nothing(ups, tmp_path) -> None:
                     break
         (ex,) = sink.wait_for(1, timeout_s=5)
     assert ex.arms["a"].ok, (ex.arms["a"].error_class, ex.arms["a"].error_detail)
-    assert ex.arms["b"].ok and len(ex.arms["b"].token_ids) == 5
+    assert ex.arms["b"].ok
+    assert len(ex.arms["b"].token_ids) == 5
     assert b.observed.cancelled_at == []
 
 
@@ -170,8 +184,10 @@ async def test_concurrency_cap_answers_503_fast_with_retry_after(ups, tmp_path) 
             took = time.perf_counter() - t
             assert r1.status_code == r2.status_code == 200
         sink.wait_for(2)
-    assert third.status_code == 503 and third.headers["retry-after"] == "3"
-    assert took < 0.1 and third.json()["error"]["code"] == 503
+    assert third.status_code == 503
+    assert third.headers["retry-after"] == "3"
+    assert took < 0.1
+    assert third.json()["error"]["code"] == 503
     assert a.observed.requests == 2
 
 
@@ -182,7 +198,8 @@ def test_garbage_from_shadow_is_bad_response(ups, tmp_path) -> None:
     with router:
         _, text = timed_stream(router.url)
         (ex,) = sink.wait_for(1)
-    assert text.endswith("data: [DONE]\n\n") and ex.arms["b"].error_class == "bad_response"
+    assert text.endswith("data: [DONE]\n\n")
+    assert ex.arms["b"].error_class == "bad_response"
 
 
 def test_upstream_error_status_passes_through_as_a_direct_call_would(ups, tmp_path) -> None:
@@ -193,8 +210,10 @@ def test_upstream_error_status_passes_through_as_a_direct_call_would(ups, tmp_pa
         resp = httpx.post(router.url + URL, json=BODY)
         direct = httpx.post(a.url + URL, json=BODY)
         (ex,) = sink.wait_for(1)
-    assert resp.status_code == 400 and resp.json() == direct.json()
-    assert ex.arms["a"].error_class == "http_status" and ex.arms["a"].status == 400
+    assert resp.status_code == 400
+    assert resp.json() == direct.json()
+    assert ex.arms["a"].error_class == "http_status"
+    assert ex.arms["a"].status == 400
 
 
 def test_sigterm_mid_stream_drains_streams_and_flushes_records(ups, tmp_path) -> None:
@@ -241,9 +260,12 @@ def test_sigterm_mid_stream_drains_streams_and_flushes_records(ups, tmp_path) ->
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert len(texts) == 3 and all(t.endswith("data: [DONE]\n\n") for t in texts)
+    assert len(texts) == 3
+    assert all(t.endswith("data: [DONE]\n\n") for t in texts)
     store = Store.open(f"sqlite:///{tmp_path / 'abserve.db'}")
     records = list(store.iter_exchanges("sigterm"))
     run = store.get_run("sigterm")
-    assert run is not None and run.status == "completed" and len(records) == 3
+    assert run is not None
+    assert run.status == "completed"
+    assert len(records) == 3
     assert all(x.arms["b"].ok and len(x.arms["b"].token_ids) == 20 for x in records)

@@ -122,7 +122,8 @@ def test_nesting_that_cannot_be_recorded_is_refused(guarded) -> None:
     refused(guarded, raw)                                          # but never recorded
     ok = orjson.dumps(body(logprobs=False))[:-1] + b',"extra":' + b"[" * 100 + b"]" * 100 + b"}"
     resp = post(guarded[0], content=ok)
-    assert resp.status_code == 200 and recorded(guarded, resp).arms["a"].ok
+    assert resp.status_code == 200
+    assert recorded(guarded, resp).arms["a"].ok
 
 
 def test_a_string_stream_false_is_never_streamed(guarded) -> None:
@@ -136,14 +137,16 @@ def test_a_string_stream_false_is_never_streamed(guarded) -> None:
 def test_sampled_requests_are_refused_by_default_with_how_to_send_them(guarded, extra) -> None:
     payload = {k: v for k, v in body(**extra).items() if k != "temperature" or extra}
     message = refused(guarded, payload).json()["error"]
-    assert message["param"] == "temperature" and "temperature 0" in message["message"]
+    assert message["param"] == "temperature"
+    assert "temperature 0" in message["message"]
 
 
 def test_greedy_requests_get_the_same_seed_on_every_arm(guarded) -> None:
     router, _sink, a, b = guarded
     for temperature in (0, 0.0, 1e-6):
         resp = post(router, json=body(temperature=temperature, stream=True))
-        assert resp.status_code == 200 and resp.text.endswith("data: [DONE]\n\n")
+        assert resp.status_code == 200
+        assert resp.text.endswith("data: [DONE]\n\n")
         assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"]
 
 
@@ -164,7 +167,8 @@ def test_allowed_sampling_without_a_fixed_seed_needs_the_clients_seed(tmp_path) 
                                 seed_policy="none")
         with RouterServer(settings, ListSink()) as router:
             resp = httpx.post(router.url + URL, json=body(temperature=0.8))
-            assert resp.status_code == 400 and resp.json()["error"]["param"] == "seed"
+            assert resp.status_code == 400
+            assert resp.json()["error"]["param"] == "seed"
             assert a.observed.requests == b.observed.requests == 0
             assert httpx.post(router.url + URL, json=body(temperature=0.8, seed=4)
                               ).status_code == 200
@@ -193,12 +197,14 @@ def test_an_error_event_then_done_is_recorded_as_a_failure(pair, arm) -> None:
     resp = httpx.post(router.url + URL, json=body(stream=True), timeout=10)
     (ex,) = sink.wait_for(1)
     assert resp.status_code == 200
-    assert ex.arms[arm].error_class == "http_status" and not ex.arms[arm].ok
+    assert ex.arms[arm].error_class == "http_status"
+    assert not ex.arms[arm].ok
     assert "code 500" in (ex.arms[arm].error_detail or "")
     other = "b" if arm == "a" else "a"
     assert ex.arms[other].ok
     if arm == "a":  # the client hears the primary's error event as vLLM sent it
-        assert b'"engine died"' in resp.content and resp.text.endswith("data: [DONE]\n\n")
+        assert b'"engine died"' in resp.content
+        assert resp.text.endswith("data: [DONE]\n\n")
 
 
 @pytest.mark.parametrize(("raw", "ctype", "stream"), [
@@ -215,7 +221,8 @@ def test_a_primary_of_the_wrong_shape_is_a_502_not_a_hang(pair, raw, ctype, stre
     baseline = router.task_names()
     resp = httpx.post(router.url + URL, json=body(stream=stream), timeout=10)
     (ex,) = sink.wait_for(1)
-    assert ex.arms["a"].error_class == "bad_response" and ex.arms["b"].ok
+    assert ex.arms["a"].error_class == "bad_response"
+    assert ex.arms["b"].ok
     if stream and resp.status_code == 200:  # the head went out first: an error event
         assert "primary arm failed: bad_response" in resp.text
     else:
@@ -225,8 +232,10 @@ def test_a_primary_of_the_wrong_shape_is_a_502_not_a_hang(pair, raw, ctype, stre
     while recorder.pending and time.monotonic() < deadline:
         time.sleep(0.01)
     left = router.task_names()  # no arm's task left behind, nothing pending
-    assert len(left) <= len(baseline) and not [n for n in left if n.startswith("arm-")]
-    assert not recorder.pending and recorder.admitted == 0
+    assert len(left) <= len(baseline)
+    assert not [n for n in left if n.startswith("arm-")]
+    assert not recorder.pending
+    assert recorder.admitted == 0
 
 
 # item 3: the model lookup of `abserve load --host` carries the router's key

@@ -41,21 +41,32 @@ def test_streamed_request_is_probed_on_every_arm_and_the_client_never_sees_it(
     sink = ListSink()
     with _router(upstreams, tmp_path, 1.0, sink) as router:
         resp = httpx.post(f"{router.url}/v1/chat/completions", json=CHAT, timeout=10)
-        assert resp.status_code == 200 and "data: [DONE]" in resp.text
-        assert '"prompt_logprobs":[' not in resp.text and '"prompt_token_ids":[' not in resp.text
+        assert resp.status_code == 200
+        assert "data: [DONE]" in resp.text
+        assert '"prompt_logprobs":[' not in resp.text
+        assert '"prompt_token_ids":[' not in resp.text
         (ex,) = sink.wait_for(1)
     for up in upstreams:
         measured, probe = up.observed.bodies
-        assert measured["stream"] is True and "prompt_logprobs" not in measured
-        assert probe["prompt_logprobs"] == 2 and probe["max_tokens"] == 1
-        assert "stream" not in probe and probe["messages"] == CHAT["messages"]
+        assert measured["stream"] is True
+        assert "prompt_logprobs" not in measured
+        assert probe["prompt_logprobs"] == 2
+        assert probe["max_tokens"] == 1
+        assert "stream" not in probe
+        assert probe["messages"] == CHAT["messages"]
     a, b = ex.arms["a"].prompt_logprobs, ex.arms["b"].prompt_logprobs
-    assert a is not None and b is not None and len(a) == len(PROMPT_IDS) - 1
-    assert [p.token_id for p in a] == PROMPT_IDS[1:] and [len(p.top) for p in a] == [2] * 9
-    assert a[0].logprob == pytest.approx(-2.1) and a[0].top[0].token_id == 200
+    assert a is not None
+    assert b is not None
+    assert len(a) == len(PROMPT_IDS) - 1
+    assert [p.token_id for p in a] == PROMPT_IDS[1:]
+    assert [len(p.top) for p in a] == [2] * 9
+    assert a[0].logprob == pytest.approx(-2.1)
+    assert a[0].top[0].token_id == 200
     assert len(ex.arms["a"].token_ids) == 4  # the measured exchange is recorded as usual
     r = compare_pair(ex.request_id, "a", "b", ex.arms["a"], ex.arms["b"])
-    assert r.cls == "drift" and r.drift_position is None and r.prompt_drift_position == 4
+    assert r.cls == "drift"
+    assert r.drift_position is None
+    assert r.prompt_drift_position == 4
 
 
 def test_non_streamed_completions_are_probed_and_the_body_stays_clean(
@@ -67,7 +78,8 @@ def test_non_streamed_completions_are_probed_and_the_body_stays_clean(
         assert resp.status_code == 200
         assert resp.json()["choices"][0].get("prompt_logprobs") is None
         (ex,) = sink.wait_for(1)
-    assert ex.arms["a"].prompt_logprobs is not None and len(ex.arms["a"].prompt_logprobs) == 9
+    assert ex.arms["a"].prompt_logprobs is not None
+    assert len(ex.arms["a"].prompt_logprobs) == 9
     assert upstreams[0].observed.bodies[1]["prompt"] == "hello there"
 
 
@@ -78,7 +90,8 @@ def test_unsampled_exchanges_send_nothing_extra(
         assert httpx.post(f"{router.url}/v1/chat/completions", json=CHAT, timeout=10).is_success
         (ex,) = sink.wait_for(1)
     assert [up.observed.requests for up in upstreams] == [1, 1]
-    assert ex.arms["a"].prompt_logprobs is None and ex.arms["b"].prompt_logprobs is None
+    assert ex.arms["a"].prompt_logprobs is None
+    assert ex.arms["b"].prompt_logprobs is None
 
 
 def test_a_failed_probe_leaves_that_arm_unsampled_and_the_exchange_recorded(
@@ -88,5 +101,7 @@ def test_a_failed_probe_leaves_that_arm_unsampled_and_the_exchange_recorded(
     with _router(upstreams, tmp_path, 1.0, sink) as router:
         assert httpx.post(f"{router.url}/v1/chat/completions", json=CHAT, timeout=10).is_success
         (ex,) = sink.wait_for(1)
-    assert ex.arms["a"].prompt_logprobs is not None and ex.arms["b"].prompt_logprobs is None
-    assert ex.arms["b"].ok and compare_pair("r", "a", "b", ex.arms["a"], ex.arms["b"]).cls == "identical"
+    assert ex.arms["a"].prompt_logprobs is not None
+    assert ex.arms["b"].prompt_logprobs is None
+    assert ex.arms["b"].ok
+    assert compare_pair("r", "a", "b", ex.arms["a"], ex.arms["b"]).cls == "identical"

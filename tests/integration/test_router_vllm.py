@@ -57,7 +57,8 @@ def test_router_in_front_of_two_real_vllm_servers(vllm_pair: Any, tmp_path: Path
             texts[i] = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         full = client.chat.completions.create(model=vllm_pair.model, messages=messages(2, 99),
                                               max_tokens=16, temperature=0.0)
-        assert full.choices[0].message.content is not None and full.usage is not None
+        assert full.choices[0].message.content is not None
+        assert full.usage is not None
     store = Store.open(settings.effective_database_url)
     records = list(store.iter_exchanges("vllm-pair"))
     assert len(records) == 4
@@ -66,13 +67,18 @@ def test_router_in_front_of_two_real_vllm_servers(vllm_pair: Any, tmp_path: Path
         a, b = record.arms["a"], record.arms["b"]
         for arm in (a, b):
             assert arm.ok, (arm.arm, arm.error_class, arm.error_detail)
-            assert arm.vllm_request_id and arm.usage and arm.usage["prompt_tokens"] > 0
-            assert arm.token_ids and len(arm.logprobs) == len(arm.token_ids)
+            assert arm.vllm_request_id
+            assert arm.usage
+            assert arm.usage["prompt_tokens"] > 0
+            assert arm.token_ids
+            assert len(arm.logprobs) == len(arm.token_ids)
             assert all(len(p.top) == settings.top_logprobs for p in arm.logprobs)
             if record.stream:
                 assert len(arm.token_times) == len(arm.token_ids)
-                assert arm.t_first_token is not None and arm.t_end is not None
+                assert arm.t_first_token is not None
+                assert arm.t_end is not None
                 assert arm.t_send < arm.t_first_token <= arm.token_times[-1] <= arm.t_end
-        assert a.token_ids == b.token_ids and a.text == b.text  # same outputs, both lookups
+        assert a.token_ids == b.token_ids
+        assert a.text == b.text  # same outputs, both lookups
         if record.stream:
             assert a.text == texts[i]

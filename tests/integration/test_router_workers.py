@@ -111,11 +111,13 @@ def test_two_workers_store_every_acknowledged_exchange_once(tmp_path: Path, pg_u
     assert proc.returncode == 0, log.read_text()[-3000:]
     per_worker = [len(re.findall(rf"\[w{i}\] exchange \w+ recorded", log.read_text()))
                   for i in range(2)]
-    assert sum(per_worker) == REQUESTS and min(per_worker) > 0, per_worker
+    assert sum(per_worker) == REQUESTS, per_worker
+    assert min(per_worker) > 0, per_worker
     store = Store.open(pg_url)
     try:
         run = store.get_run("workers-run")
-        assert run is not None and run.status == "completed"
+        assert run is not None
+        assert run.status == "completed"
         assert len(store.list_runs()) == 1
         stored = [e.request_id for e in store.iter_exchanges("workers-run")]
     finally:
@@ -136,5 +138,6 @@ def test_worker_shares_sum_to_the_router_wide_limit() -> None:
     for limit in (1, 2, 7, 256):
         for workers in (1, 2, 3, 4):
             shares = [worker_share(limit, workers, i) for i in range(workers)]
-            assert min(shares) >= 1 and max(shares) - min(shares) <= 1
+            assert min(shares) >= 1
+            assert max(shares) - min(shares) <= 1
             assert sum(shares) == max(limit, workers)

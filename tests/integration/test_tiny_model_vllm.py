@@ -94,7 +94,8 @@ def test_every_single_image_of_64_moves_the_first_output_logprobs(vllm_pair: Vll
 def _prompt_logprobs(url: str, body: dict[str, Any]) -> list[PositionLogprobs]:
     reply = ask(url, probe_body(body, "chat/completions", 0))
     parsed = parse(reply, "chat/completions", 0)
-    assert parsed is not None and len(parsed) == reply["usage"]["prompt_tokens"] - 1
+    assert parsed is not None
+    assert len(parsed) == reply["usage"]["prompt_tokens"] - 1
     return parsed
 
 
@@ -132,7 +133,8 @@ def test_greedy_outputs_on_the_traffic_profiles_are_not_degenerate(
         top = max(ids.count(t) for t in set(ids))
         print(f"\n{profile_name} #{entry.index} ({entry.n_images} images): {len(set(ids))} "
               f"distinct of {len(ids)}, most repeated {top}")
-        assert len(set(ids)) >= len(ids) // 4 and top <= len(ids) // 2, ids
+        assert len(set(ids)) >= len(ids) // 4, ids
+        assert top <= len(ids) // 2, ids
 
 
 def test_router_probe_records_the_real_prompt_logprobs_bitwise_equal_on_both_arms(
@@ -143,12 +145,15 @@ def test_router_probe_records_the_real_prompt_logprobs_bitwise_equal_on_both_arm
     body = {**request(vllm_pair.model, IMAGES[:8], max_tokens=8), "stream": True}
     with RouterServer(settings, sink=sink) as router:
         resp = httpx.post(f"{router.url}/v1/chat/completions", json=body, timeout=300)
-        assert resp.status_code == 200 and '"prompt_logprobs":[' not in resp.text
+        assert resp.status_code == 200
+        assert '"prompt_logprobs":[' not in resp.text
         (ex,) = sink.wait_for(1, timeout_s=120)
     a, b = ex.arms["a"], ex.arms["b"]
-    assert a.usage is not None and a.prompt_logprobs is not None
+    assert a.usage is not None
+    assert a.prompt_logprobs is not None
     assert len(a.prompt_logprobs) == a.usage["prompt_tokens"] - 1
     assert all(len(p.top) == 2 for p in a.prompt_logprobs)
     assert a.prompt_logprobs == b.prompt_logprobs
     result = compare_pair(ex.request_id, "a", "b", a, b)
-    assert result.cls == "identical" and result.prompt_positions == len(a.prompt_logprobs)
+    assert result.cls == "identical"
+    assert result.prompt_positions == len(a.prompt_logprobs)

@@ -38,7 +38,8 @@ def test_linear_and_bisect_servers_give_identical_tokens(
     body = chat_request(vllm_pair.model, images=images, words=words, seed=images)
     replies = {arm: ask(url, body) for arm, url in vllm_pair.urls.items()}
     ids = {arm: token_ids(reply) for arm, reply in replies.items()}
-    assert ids["a"] == ids["b"] and len(ids["a"]) > 0
+    assert ids["a"] == ids["b"]
+    assert len(ids["a"]) > 0
     assert len(set(ids["a"])) > 1, "degenerate output: one token repeated"
     usage = replies["a"]["usage"]
     assert usage["prompt_tokens"] > vllm_pair.max_num_batched_tokens  # type: ignore[index]
@@ -51,9 +52,11 @@ def test_each_server_proves_its_own_lookup_in_the_gather_step(vllm_pair: VllmPai
         records = read_telemetry(vllm_pair.telemetry_dirs[arm])
         proof = prove_lookup(records, expected)
         assert proof.ok, proof.detail
-        assert proof.totals.gather_calls > 0 and proof.totals.lookup_calls > 0
+        assert proof.totals.gather_calls > 0
+        assert proof.totals.lookup_calls > 0
         runner = [r for r in records if r.counters.gather_calls > 0]
-        assert runner and all(r.role != "api_server" for r in runner)
+        assert runner
+        assert all(r.role != "api_server" for r in runner)
         assert "vllm.v1.worker.gpu_model_runner" in proof.patched
 
 
@@ -74,7 +77,8 @@ def test_server_without_mode_is_unproven(tmp_path: Path) -> None:
     try:
         ask(server.url, chat_request("tiny-llava", images=4, words=50))
         proof = prove_lookup(read_telemetry(tmp_path / "telemetry"), "linear")
-        assert not proof.ok and proof.proven is None
+        assert not proof.ok
+        assert proof.proven is None
         assert "no telemetry" in proof.detail
     finally:
         stop_servers([server])

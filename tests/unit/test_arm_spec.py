@@ -60,9 +60,11 @@ def test_each_kind_of_arm_loads() -> None:
     assert kinds == {"a": ("managed", "baseline", "linear"), "b": ("managed", "candidate", None),
                      "c": ("managed", "noise_floor", None), "live": ("external", "candidate", None)}
     assert cfg.arms["b"].interpreter == Path("/opt/venvs/nightly/bin/python")
-    assert cfg.arms["a"].interpreter == Path(sys.executable) and cfg.arms["a"].own_python
+    assert cfg.arms["a"].interpreter == Path(sys.executable)
+    assert cfg.arms["a"].own_python
     assert cfg.arms["live"].url == "http://127.0.0.1:8000"
-    assert cfg.baseline == "a" and cfg.arms_with_role("candidate") == ["b", "live"]
+    assert cfg.baseline == "a"
+    assert cfg.arms_with_role("candidate") == ["b", "live"]
 
 
 def test_arm_args_go_on_top_of_the_shared_server_args() -> None:
@@ -70,7 +72,8 @@ def test_arm_args_go_on_top_of_the_shared_server_args() -> None:
         {"a": {}, "b": {"args": {"--max-num-batched-tokens": 512, "--enable-chunked-prefill": True}}},
         server={"max_num_batched_tokens": 64, "args": {"--max-num-seqs": 4}}))
     a, b = (arm_spec(cfg, MODEL, n).args(1) for n in ("a", "b"))
-    assert a[-1] == "--max-num-seqs=4" and "--max-num-batched-tokens=512" not in a
+    assert a[-1] == "--max-num-seqs=4"
+    assert "--max-num-batched-tokens=512" not in a
     assert b[-2:] == ["--max-num-batched-tokens=512", "--enable-chunked-prefill"]
     assert b.index("--max-num-batched-tokens=512") > b.index("--max-num-batched-tokens")  # later wins
     assert set(full_argv(cfg, MODEL)) == {"a", "b"}
@@ -184,7 +187,8 @@ def test_unknown_vllm_arg_is_named_by_vllms_own_parser() -> None:
     with pytest.raises(ArmCheckError) as info:
         check_arms(cfg, full_argv(cfg, MODEL))
     text = str(info.value)
-    assert "arm b: vLLM 0.32.0 refuses its server arguments" in text and "--max-num-batched-tokenz" in text
+    assert "arm b: vLLM 0.32.0 refuses its server arguments" in text
+    assert "--max-num-batched-tokenz" in text
     assert "arm a" not in text
     assert time.monotonic() - began < 120
 
@@ -223,7 +227,9 @@ def test_external_arm_keys_go_to_the_router_environment_not_its_file(tmp_path: P
     public, secret = router_arms(cfg, servers)
     assert public == {"a": {"url": "http://127.0.0.1:8001", "role": "baseline"},
                       "live": {"url": "http://h:1", "role": "candidate"}}
-    assert SECRET not in str(public) and secret is not None and SECRET in secret
+    assert SECRET not in str(public)
+    assert secret is not None
+    assert SECRET in secret
 
 
 def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path) -> None:
@@ -235,7 +241,8 @@ def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path
     began = time.monotonic()
     result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")], env=env)
     assert result.exit_code == 3, result.output
-    assert "does not exist" in result.output and "starting arms" not in result.output
+    assert "does not exist" in result.output
+    assert "starting arms" not in result.output
     assert not (tmp_path / "out" / "logs" / "vllm-a.log").exists()
     assert time.monotonic() - began < 60
     assert stat.S_ISDIR((tmp_path / "out").stat().st_mode)

@@ -84,7 +84,8 @@ def test_a_killed_process_is_found_within_a_second_with_its_log_line(
         finally:
             watch.stop()
     assert found < 1.5, found
-    assert death.arm == "b" and death.cause == "its process was killed by SIGKILL"
+    assert death.arm == "b"
+    assert death.cause == "its process was killed by SIGKILL"
     assert death.log_line == "ERROR 12-01 [core.py:1] EngineCore hit an exception"
     assert "arm 'b' died during the run" in death.describe()
 
@@ -97,7 +98,8 @@ def test_health_503_twice_is_a_death_and_one_is_not(tmp_path: Path) -> None:
             death = wait_death(watch)
         finally:
             watch.stop()
-    assert death.cause == "/health answered HTTP 503 2 times in a row" and death.log_line is None
+    assert death.cause == "/health answered HTTP 503 2 times in a row"
+    assert death.log_line is None
 
 
 def test_an_unreachable_health_is_a_death_after_unresponsive_s(tmp_path: Path) -> None:
@@ -119,7 +121,8 @@ def test_watch_arms_interrupts_a_blocking_wait_in_the_main_thread(
             subprocess.Popen(["sh", "-c", f"sleep 0.5; kill -9 {sleeper.pid}"])
             subprocess.run(["sleep", "30"], timeout=60, check=False)  # the load, blocked
     assert time.monotonic() - started < 5
-    assert raised.value.death.arm == "b" and "SIGKILL" in str(raised.value)
+    assert raised.value.death.arm == "b"
+    assert "SIGKILL" in str(raised.value)
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 

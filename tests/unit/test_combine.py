@@ -41,21 +41,26 @@ def test_combined_rotation_cancels_the_gpu_bias(tmp_path: Path) -> None:
     blocks = [block_store(tmp_path, i, p, arms) for i, p in enumerate(ROTATION)]
     target = f"sqlite:///{tmp_path / 'merged.db'}"
     merged = combine_runs(blocks, "rotation", target)
-    assert merged.status == "completed" and len(merged.provenance["blocks"]) == 4  # type: ignore[arg-type]
+    assert merged.status == "completed"
+    assert len(merged.provenance["blocks"]) == 4  # type: ignore[arg-type]
     assert merged.arms["b"].proven_lookup == "bisect"
     assert merged.arms["a"].telemetry.lookup_calls == 4 * arms["a"].telemetry.lookup_calls
     store = Store.open(target)
     exchanges = list(store.iter_exchanges("rotation"))
     run = store.get_run("rotation")
     store.close()
-    assert run is not None and len(exchanges) == 160
+    assert run is not None
+    assert len(exchanges) == 160
     assert {e.tags["placement"] for e in exchanges} == set(ROTATION)
     assert {e.tags["block"] for e in exchanges} == {"0", "1", "2", "3"}
     policy = load_policy("configs/policy/default.yaml")
     (ttft,) = [m for m in judge(run, exchanges, policy).metrics if m.metric == "ttft" and m.statistic == "hl"]
     assert ttft.method == "counterbalanced"
-    assert ttft.placement_bias is not None and abs(abs(ttft.placement_bias) - GPU1_PENALTY) < 0.0015
-    assert ttft.low is not None and ttft.high is not None and ttft.low <= 0.0 <= ttft.high
+    assert ttft.placement_bias is not None
+    assert abs(abs(ttft.placement_bias) - GPU1_PENALTY) < 0.0015
+    assert ttft.low is not None
+    assert ttft.high is not None
+    assert ttft.low <= 0.0 <= ttft.high
 
 
 def test_blocks_that_proved_different_lookups_are_refused(tmp_path: Path) -> None:

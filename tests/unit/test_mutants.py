@@ -48,7 +48,9 @@ def test_embed_fault_zeroes_the_middle_item_of_large_requests_only() -> None:
     runner.requests = {"r": NS(mm_features=big)}  # type: ignore[attr-defined]
     runner.features = big
     out = runner._gather_mm_embeddings(None)
-    assert out.count(0) == 1 and out[len(big) // 2] == 0 and faults == [1]
+    assert out.count(0) == 1
+    assert out[len(big) // 2] == 0
+    assert faults == [1]
     runner.requests = {"r": NS(mm_features=big[:3])}  # type: ignore[attr-defined]
     runner.features = big[:3]
     assert runner._gather_mm_embeddings(None) == [7, 7, 7]

@@ -24,7 +24,8 @@ def test_the_sampled_share_matches_the_fraction_and_the_edges_are_exact() -> Non
     fps = [_fp(i) for i in range(4000)]
     share = sum(sampled(fp, 0.25) for fp in fps) / len(fps)
     assert 0.22 < share < 0.28
-    assert not any(sampled(fp, 0.0) for fp in fps) and all(sampled(fp, 1.0) for fp in fps)
+    assert not any(sampled(fp, 0.0) for fp in fps)
+    assert all(sampled(fp, 1.0) for fp in fps)
     assert all(sampled(fp, 0.5) for fp in fps if sampled(fp, 0.25))  # nested samples
 
 
@@ -53,15 +54,19 @@ def test_chat_layout_top_k_by_rank_and_the_prompt_token_kept_apart() -> None:
     resp = {"prompt_token_ids": [1, 9, 8],
             "prompt_logprobs": [None, _entry(9, 7, {4: -0.1, 5: -0.2}), _entry(8, 1, {8: -3.0})]}
     out = parse(resp, "chat/completions", 2)
-    assert out is not None and [p.token_id for p in out] == [9, 8]
-    assert out[0].logprob == -3.0 and [t.token_id for t in out[0].top] == [4, 5]
+    assert out is not None
+    assert [p.token_id for p in out] == [9, 8]
+    assert out[0].logprob == -3.0
+    assert [t.token_id for t in out[0].top] == [4, 5]
     assert [t.token_id for t in out[1].top] == [8]
 
 
 def test_completions_layout_and_k0_keeps_only_the_prompt_token() -> None:
     resp = {"choices": [{"prompt_token_ids": [1, 9], "prompt_logprobs": [None, _entry(9, 3, {})]}]}
     out = parse(resp, "completions", 0)
-    assert out is not None and out[0].token_id == 9 and out[0].top == []
+    assert out is not None
+    assert out[0].token_id == 9
+    assert out[0].top == []
 
 
 @pytest.mark.parametrize("resp", [{}, {"prompt_logprobs": [None], "prompt_token_ids": [1, 2]},

@@ -41,6 +41,8 @@ def test_prove_records_proven_and_unproven_arms(tmp_path: Path) -> None:
     run = store.get_run("r1")
     store.close()
     assert run is not None
-    assert run.arms["a"].proven_lookup == "linear" and run.arms["a"].telemetry.lookup_calls == 12
-    assert run.arms["b"].expected_lookup == "bisect" and run.arms["b"].proven_lookup == "linear"
+    assert run.arms["a"].proven_lookup == "linear"
+    assert run.arms["a"].telemetry.lookup_calls == 12
+    assert run.arms["b"].expected_lookup == "bisect"
+    assert run.arms["b"].proven_lookup == "linear"
     assert run.status == "completed"

@@ -66,7 +66,8 @@ def test_a_round_is_one_block_per_placement() -> None:
     assert rotations(cfg) == 2
     assert round_requests(cfg) == 2 * (2 + 1)
     shared = config(blocks={"count": 8, "order": "fixed", "warmup_requests": 4})
-    assert rotations(shared) == 1 and round_requests(shared) == 3
+    assert rotations(shared) == 1
+    assert round_requests(shared) == 3
 
 
 def test_budget_below_one_round_is_refused_before_anything_starts() -> None:
@@ -85,7 +86,9 @@ def test_preflight_refuses_an_unknown_policy_key_and_an_empty_improvement_stratu
     with pytest.raises(ValueError, match="no request of this load carries 128"):
         preflight(config(tmp_path, empty), None)  # images.count [8, 32]; the other profile fewer
     policy, rounds = preflight(config(tmp_path, "sequential: {enabled: true}\n"), BudgetConfig(seconds=200))
-    assert policy.sequential.enabled and rounds is not None and rounds.budget.seconds == 200
+    assert policy.sequential.enabled
+    assert rounds is not None
+    assert rounds.budget.seconds == 200
 
 
 def test_judging_roles_follow_the_config_when_the_policy_names_other_arms() -> None:
@@ -114,7 +117,8 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
                        ("itl.hl", False, "inconclusive"))
     assert not should_stop(log, passed, now, 10.0, 10)  # decided, but only one round
     log.rounds = 2
-    assert should_stop(log, passed, now, 10.0, 10) and log.decided
+    assert should_stop(log, passed, now, 10.0, 10)
+    assert log.decided
     assert "every critical gate passed" in log.stop_reason
     failed = RoundLog(budget=BudgetConfig(seconds=600, min_rounds=1), rounds=1)
     assert should_stop(failed, _judgment(("equality", True, "fail"), ("tpot.hl", True, "inconclusive")),
@@ -122,13 +126,15 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
     assert "equality failed" in failed.stop_reason
     open_gates = _judgment(("equality", True, "pass"), ("tpot.hl", True, "inconclusive"))
     out_of_time = RoundLog(budget=BudgetConfig(seconds=100), rounds=3)
-    assert should_stop(out_of_time, open_gates, now - 95, 10.0, 10) and not out_of_time.decided
+    assert should_stop(out_of_time, open_gates, now - 95, 10.0, 10)
+    assert not out_of_time.decided
     assert "undecided: tpot.hl" in out_of_time.stop_reason
     out_of_requests = RoundLog(budget=BudgetConfig(requests=100), rounds=3, requests=95)
     assert should_stop(out_of_requests, open_gates, now, 1.0, 10)
     assert "request budget" in out_of_requests.stop_reason
-    assert len(out_of_requests.looks) == 1 and out_of_requests.looks[0]["gates"] == {
-        "equality": "pass", "tpot.hl": "inconclusive"}
+    assert len(out_of_requests.looks) == 1
+    assert (out_of_requests.looks[0]["gates"] == {
+        "equality": "pass", "tpot.hl": "inconclusive"})
 
 
 def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
@@ -136,7 +142,8 @@ def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
                            str(tmp_path / "out"), "--budget", "5req"], cwd=REPO, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "below one round" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert "below one round" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "out" / "logs").exists()  # nothing started
 
 

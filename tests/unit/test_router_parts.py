@@ -49,7 +49,8 @@ async def checked(raw: bytes, max_images: int = 8) -> CheckedRequest:
 async def test_every_media_url_vllm_would_load_is_checked(part: dict[str, Any]) -> None:
     with pytest.raises(RouterError) as err:
         await checked(chat(part))
-    assert err.value.status == 400 and "refused" in err.value.message
+    assert err.value.status == 400
+    assert "refused" in err.value.message
 
 
 @pytest.mark.parametrize("url", [PUBLIC, DATA])
@@ -68,7 +69,8 @@ def test_classify_follows_vllms_reading() -> None:
     assert (uuid_text.modality, uuid_text.uuid) == ("image", "u")
     # the first media key in vLLM's order decides the modality; every URL is still listed
     both = classify({"uuid": "u", "video_url": DATA, "image_url": {"url": PUBLIC}})
-    assert both.modality == "image" and len(both.urls) == 2
+    assert both.modality == "image"
+    assert len(both.urls) == 2
     assert classify({"uuid": "u", "image_url": None}).urls == ()  # cached by uuid
     assert classify({"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}}
                     ).modality == "audio"
@@ -107,7 +109,9 @@ async def test_identify_hashes_every_image_and_keeps_no_url() -> None:
               {"type": "audio_url", "audio_url": {"url": DATA}},
               {"type": "text", "text": "words"}]
     ident = identify(await checked(chat(*shapes)), keep_text=True)
-    assert len(ident.image_hashes) == 3 and all(h.startswith("blake3:") for h in ident.image_hashes)
+    assert len(ident.image_hashes) == 3
+    assert all(h.startswith("blake3:") for h in ident.image_hashes)
     assert ident.prompt_text == "words"
     other = identify(await checked(chat(*shapes[:-1], {"type": "text", "text": "other"})), True)
-    assert other.image_hashes == ident.image_hashes and other.fingerprint != ident.fingerprint
+    assert other.image_hashes == ident.image_hashes
+    assert other.fingerprint != ident.fingerprint

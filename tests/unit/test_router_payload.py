@@ -46,7 +46,8 @@ def test_a_key_the_client_sent_and_the_router_changed_means_re_encoding() -> Non
     raw = orjson.dumps(client)
     sent = _sent(client)
     payload = arm_payload(raw, client, sent)
-    assert orjson.loads(payload) == sent and payload == orjson.dumps(sent)
+    assert orjson.loads(payload) == sent
+    assert payload == orjson.dumps(sent)
     assert sent["seed"] == SETTINGS.default_seed
     assert sent["stream_options"] == {"continuous_usage_stats": False, "include_usage": True}
 

@@ -38,4 +38,5 @@ def test_the_run_is_completed_only_on_a_clean_exit(tmp_path: Path, crash: bool, 
         run = store.get_run("status-run")
     finally:
         store.close()
-    assert run is not None and run.status == status
+    assert run is not None
+    assert run.status == status

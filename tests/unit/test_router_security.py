@@ -35,8 +35,10 @@ def test_public_config_and_repr_hold_no_secret() -> None:
     s = RouterSettings(arms={"a": {"url": "http://h:1", "api_key": "arm-secret-123"}},
                        api_key=KEY, database_url="postgresql://u:pw@h/db")
     text = repr(s) + str(s.public_config())
-    assert KEY not in text and "arm-secret-123" not in text and "pw@" not in str(
-        s.public_config())
+    assert KEY not in text
+    assert "arm-secret-123" not in text
+    assert ("pw@" not in str(
+        s.public_config()))
 
 
 def test_bearer_key_checked() -> None:
@@ -81,7 +83,8 @@ ALLOW = ["example.com", "localhost", "127.0.0.1", "2130706433", "0x7f000001", "0
 async def test_media_url_tricks_are_refused(url: str) -> None:
     with pytest.raises(RouterError) as err:
         await check_media_url(url, ALLOW)
-    assert err.value.status == 400 and "refused" in err.value.message
+    assert err.value.status == 400
+    assert "refused" in err.value.message
 
 
 async def test_media_url_allowed_forms() -> None:
@@ -95,12 +98,15 @@ def test_augment_adds_only_what_the_client_did_not_ask() -> None:
     body = {"stream": True, "messages": []}
     added = augment(body, "chat/completions", s)
     assert added == Additions(logprobs=True, token_ids=True, usage=True)
-    assert body["logprobs"] is True and body["top_logprobs"] == 3 and body["seed"] == 7
+    assert body["logprobs"] is True
+    assert body["top_logprobs"] == 3
+    assert body["seed"] == 7
     full = {"stream": True, "logprobs": True, "top_logprobs": 1, "return_token_ids": True,
             "seed": 1, "stream_options": {"include_usage": True}}
     assert not augment(dict(full), "chat/completions", s).any
     comp = {"prompt": "x"}
-    assert augment(comp, "completions", s).logprobs and comp["logprobs"] == 3
+    assert augment(comp, "completions", s).logprobs
+    assert comp["logprobs"] == 3
 
 
 def test_strip_restores_nulls_and_drops_the_added_usage_chunk() -> None:
@@ -131,8 +137,12 @@ def test_transcript_reads_chat_and_completion_layouts() -> None:
                         "top_logprobs": [{"!": -1.0, "?": -2.0}]}}]}, 0.5)
     out = ArmOutcome(arm="a")
     t.fill(out)
-    assert out.text == "hi!" and out.token_ids == [4, 5, 6]
-    assert out.token_times == [0.25, 0.25, 0.5] and out.t_first_token == 0.25
-    assert out.logprobs[1].logprob == float("-inf") and out.logprobs[2].top[1].token == "?"
-    assert out.logprobs[2].token_id == 6 and out.finish_reason == "stop"
+    assert out.text == "hi!"
+    assert out.token_ids == [4, 5, 6]
+    assert out.token_times == [0.25, 0.25, 0.5]
+    assert out.t_first_token == 0.25
+    assert out.logprobs[1].logprob == float("-inf")
+    assert out.logprobs[2].top[1].token == "?"
+    assert out.logprobs[2].token_id == 6
+    assert out.finish_reason == "stop"
     assert out.vllm_request_id == "chatcmpl-1"

@@ -46,20 +46,23 @@ def test_identical_builds_pass_and_a_shifted_one_does_not() -> None:
     assert evaluate(s, judged(s, ab_run(60))).holds
     shifted = spec("pass", candidate="b")
     result = evaluate(shifted, judged(shifted, ab_run(60, itl_shift=0.004)))
-    assert not result.holds and result.verdict == "fail"
+    assert not result.holds
+    assert result.verdict == "fail"
 
 
 def test_correctness_mutant_must_fail_on_equality_and_name_the_first_divergence() -> None:
     s = spec("fail-equality", floor="a2")
     result = evaluate(s, judged(s, ab_run(60, candidate_tokens={i: SWAP for i in range(12, 40)})))
-    assert result.holds and result.verdict == "fail"
+    assert result.holds
+    assert result.verdict == "fail"
     assert result.details[0].startswith("first divergent request req-00012 at output position 3")
 
 
 def test_correctness_mutant_that_changes_nothing_breaks_the_expectation() -> None:
     s = spec("fail-equality", floor="a2")
     result = evaluate(s, judged(s, ab_run(60)))
-    assert not result.holds and result.verdict == "pass"
+    assert not result.holds
+    assert result.verdict == "pass"
 
 
 def slow_arms(per_call_s: float) -> dict:
@@ -74,7 +77,8 @@ def test_slowness_mutant_fails_on_latency_with_its_injected_effect_inside_the_in
     exchanges = ab_run(60, itl_shift=0.003, arms=("a", "b"))
     result = evaluate(s, judged(s, exchanges, slow_arms(0.003)))
     assert result.holds, result.details
-    assert result.injected is not None and result.injected.expected_s == pytest.approx(0.003)
+    assert result.injected is not None
+    assert result.injected.expected_s == pytest.approx(0.003)
     assert result.injected.configured_s == pytest.approx(0.003)
     assert "inside" in result.details[0]
 
@@ -83,14 +87,16 @@ def test_an_injected_effect_outside_the_interval_breaks_the_expectation() -> Non
     s = spec("fail-latency", delay_us=3000)
     exchanges = ab_run(60, itl_shift=0.003, arms=("a", "b"))
     result = evaluate(s, judged(s, exchanges, slow_arms(0.009)))  # telemetry says 9 ms, data 3 ms
-    assert not result.holds and result.verdict == "fail"
+    assert not result.holds
+    assert result.verdict == "fail"
     assert "OUTSIDE" in result.details[0]
 
 
 def test_injected_effect_scales_with_lookup_calls_per_engine_step() -> None:
     effect = injected_effect(telemetry(100, 1e-6, 100), telemetry(300, 2001e-6, 100), 2000)
     assert effect is not None
-    assert effect.calls_per_step == 3 and effect.expected_s == pytest.approx(0.006)
+    assert effect.calls_per_step == 3
+    assert effect.expected_s == pytest.approx(0.006)
     assert effect.configured_s == pytest.approx(0.006)
     assert injected_effect(telemetry(0, 0, 0), telemetry(300, 2e-3, 100), None) is None
 
@@ -100,7 +106,8 @@ def test_measured_change_holds_unless_the_run_is_invalid() -> None:
     assert evaluate(s, judged(s, ab_run(60, itl_shift=0.004))).holds
     arms = {"a": provenance("linear"), "b": provenance("bisect", proven=None), "a2": provenance("linear")}
     result = evaluate(s, judged(s, ab_run(60), arms))
-    assert not result.holds and result.verdict == "invalid"
+    assert not result.holds
+    assert result.verdict == "invalid"
 
 
 def test_the_shipped_selftest_config_is_valid_and_reads_the_mutant_delay() -> None:
@@ -108,7 +115,8 @@ def test_the_shipped_selftest_config_is_valid_and_reads_the_mutant_delay() -> No
     assert {c.expect for c in config.checks} == {"pass", "measured", "fail-equality", "fail-latency"}
     slow = next(c for c in config.checks if c.expect == "fail-latency")
     delay = configured_delay_us(ROOT / config.experiments[slow.experiment], slow.candidate)
-    assert delay is not None and delay > 0
+    assert delay is not None
+    assert delay > 0
 
 
 def test_checks_must_name_configured_experiments() -> None:
@@ -125,7 +133,8 @@ def test_results_table_shows_expected_and_actual_per_check() -> None:
     result = SelftestResult(ok=False, exit_code=1, started_at=0, ended_at=1, policy="p", experiments=[],
                             checks=[check])
     text = results_markdown(result)
-    assert "| c | a vs b | fail-equality | pass | NO |" in text and "**FAILED**" in text
+    assert "| c | a vs b | fail-equality | pass | NO |" in text
+    assert "**FAILED**" in text
 
 
 def test_sleeping_slow_mutant_takes_its_delay_and_returns_the_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,12 +159,16 @@ def test_an_interval_above_the_injected_effect_holds_only_within_the_allowed_amp
     exchanges = ab_run(60, itl_shift=0.004, arms=("a", "b"))  # served effect 4 ms per token
     strict = spec("fail-latency", delay_us=3000)
     result = evaluate(strict, judged(strict, exchanges, slow_arms(0.003)))  # injected 3 ms
-    assert not result.holds and result.contained is False
+    assert not result.holds
+    assert result.contained is False
     loose = spec("fail-latency", delay_us=3000, amplification=1.5)
     result = evaluate(loose, judged(loose, exchanges, slow_arms(0.003)))
-    assert result.holds and result.contained is False and "below the reported" in result.details[0]
+    assert result.holds
+    assert result.contained is False
+    assert "below the reported" in result.details[0]
     too_small = evaluate(loose, judged(loose, exchanges, slow_arms(0.002)))  # 4 ms > 1.5 x 2 ms
-    assert not too_small.holds and "OUTSIDE" in too_small.details[0]
+    assert not too_small.holds
+    assert "OUTSIDE" in too_small.details[0]
 
 
 def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anything(tmp_path: Path) -> None:
@@ -171,4 +184,5 @@ def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anythi
                                  experiments=[gone], checks=[]), tmp_path)
     assert run_selftest(config, tmp_path, Console(file=None, quiet=True), rejudge=True) == 3
     text = (tmp_path / "selftest.md").read_text()
-    assert "| c | a vs b | pass | not run | NO |" in text and "server died" in text
+    assert "| c | a vs b | pass | not run | NO |" in text
+    assert "server died" in text

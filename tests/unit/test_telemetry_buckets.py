@@ -39,7 +39,8 @@ def test_provenance_and_combined_blocks_carry_the_buckets() -> None:
                               counters=counted([(8, 6), (8, 7)]))
     record.counters.gather_calls = 2
     arm = proven_provenance([record], "bisect")
-    assert arm.telemetry.examined_per_request == {"8": 13} and arm.telemetry.items_per_request == {"8": 2}
+    assert arm.telemetry.examined_per_request == {"8": 13}
+    assert arm.telemetry.items_per_request == {"8": 2}
     runs = [RunInfo(run_id=f"r{i}", started_at=0.0, arms={"b": ArmProvenance(
         telemetry=LookupTelemetry(items_per_request={"8": 2}, examined_per_request={"8": 13}))})
         for i in range(2)]

@@ -44,12 +44,14 @@ def test_every_shipped_profile_loads_and_is_documented() -> None:
                           "cache-reuse", "interleaved"}
     for name in names:
         profile = load_profile(name)
-        assert profile.name == name and profile.description
+        assert profile.name == name
+        assert profile.description
 
 
 def test_overrides_apply_and_bad_input_is_refused_clearly() -> None:
     profile = load_profile("many-items", parse_overrides(["images.count=[2,3]", "max_tokens=5"]))
-    assert profile.images.count == (2, 3) and profile.max_tokens == 5
+    assert profile.images.count == (2, 3)
+    assert profile.max_tokens == 5
     with pytest.raises(ProfileError, match="unknown traffic profile"):
         load_profile("no-such-profile")
     with pytest.raises(ProfileError, match="min <= max"):
@@ -80,11 +82,13 @@ def test_many_items_images_are_distinct_small_pngs_and_tags_match() -> None:
     assert 20 <= len(urls) == entry.n_images <= 30
     assert len(set(entry.image_hashes)) == len(urls)
     raw = decode_data_url(urls[0])
-    assert raw.startswith(b"\x89PNG") and hashlib.sha256(raw).hexdigest() == entry.image_hashes[0]
+    assert raw.startswith(b"\x89PNG")
+    assert hashlib.sha256(raw).hexdigest() == entry.image_hashes[0]
     assert entry.tags["x-abserve-items"] == str(len(urls))
     assert entry.tags["x-abserve-corpus-index"] == "0"
     body = orjson.loads(entry.body)
-    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
 
 
 def test_cache_reuse_repeats_the_same_images_in_the_same_order() -> None:

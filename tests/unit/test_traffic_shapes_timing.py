@@ -23,14 +23,18 @@ def test_constant_rate_is_evenly_spaced_and_duration_bounded() -> None:
     assert plan is not None
     assert [a.offset for a in plan] == [0.0, 0.25, 0.5, 0.75, 1.0]
     timed = plan_arrivals("constant", 4.0, duration=2.0)
-    assert timed is not None and len(timed) == 8 and timed[-1].offset < 2.0
+    assert timed is not None
+    assert len(timed) == 8
+    assert timed[-1].offset < 2.0
 
 
 def test_poisson_is_seeded_and_has_the_asked_mean_rate() -> None:
     a = plan_arrivals("poisson", 50.0, count=2000, seed=3)
     b = plan_arrivals("poisson", 50.0, count=2000, seed=3)
     c = plan_arrivals("poisson", 50.0, count=2000, seed=4)
-    assert a == b and a != c and a is not None
+    assert a == b
+    assert a != c
+    assert a is not None
     gaps = [y.offset - x.offset for x, y in itertools.pairwise(a)]
     assert 0.018 < sum(gaps) / len(gaps) < 0.022
     assert len(set(round(g, 6) for g in gaps)) > 100  # not a constant rate
@@ -39,7 +43,8 @@ def test_poisson_is_seeded_and_has_the_asked_mean_rate() -> None:
 def test_step_climbs_and_sweep_drains_between_levels() -> None:
     assert levels_for("step", 8.0, steps=4) == [2.0, 4.0, 6.0, 8.0]
     step = plan_arrivals("step", 8.0, count=8, steps=4)
-    assert step is not None and [a.rate for a in step] == [2, 2, 4, 4, 6, 6, 8, 8]
+    assert step is not None
+    assert [a.rate for a in step] == [2, 2, 4, 4, 6, 6, 8, 8]
     sweep = plan_arrivals("sweep", 1.0, count=4, sweep_rates=[10.0, 20.0], drain_s=2.0)
     assert sweep is not None
     assert [a.offset for a in sweep] == pytest.approx([0.0, 0.1, 2.2, 2.25])

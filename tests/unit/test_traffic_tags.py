@@ -20,7 +20,8 @@ def test_tags_become_prefixed_headers_beside_the_corpus_tags() -> None:
     headers = _entry().headers("run-1", {"block": "3", "placement": "a:0,b:1"})
     assert headers["x-abserve-block"] == "3"
     assert headers["x-abserve-placement"] == "a:0,b:1"
-    assert headers["x-abserve-profile"] == "p" and headers["x-abserve-run-id"] == "run-1"
+    assert headers["x-abserve-profile"] == "p"
+    assert headers["x-abserve-run-id"] == "run-1"
     assert _entry().headers("run-1") == _entry().headers("run-1", {})
 
 

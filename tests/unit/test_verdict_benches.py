@@ -18,7 +18,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 def load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -34,8 +35,11 @@ def test_identical_arms_raise_no_false_alarm_in_windows_or_subsamples() -> None:
     fa = load("false_alarms")
     whole, windows, subs = fa.replay(run_info(), ab_run(124), aa_policy(), size=40, draws=20, seed=1)
     assert whole.verdict == "pass"
-    assert windows.judgments == 3 and subs.judgments == 20
-    assert windows.verdicts["fail"] == 0 and subs.verdicts["fail"] == 0 and subs.equality_fail == 0
+    assert windows.judgments == 3
+    assert subs.judgments == 20
+    assert windows.verdicts["fail"] == 0
+    assert subs.verdicts["fail"] == 0
+    assert subs.equality_fail == 0
 
 
 def test_a_real_difference_between_the_pair_is_counted_as_a_false_alarm() -> None:
@@ -53,6 +57,8 @@ def test_paired_and_unpaired_tests_detect_a_shift_and_pairing_needs_fewer_reques
     base = request_cost + rng.normal(0, 2e-4, 400)
     cand = request_cost + rng.normal(0, 2e-4, 400)
     paired, unpaired = power.detects(base[None, :], cand[None, :] + 0.01, 0.05)
-    assert paired[0] and unpaired[0]
+    assert paired[0]
+    assert unpaired[0]
     paired_n, unpaired_n = power.power_curve(base, cand, 2e-4, 0.05, 200, rng, 0.8)
-    assert paired_n is not None and (unpaired_n is None or unpaired_n >= 3 * paired_n)
+    assert paired_n is not None
+    assert unpaired_n is None or unpaired_n >= 3 * paired_n

@@ -71,8 +71,10 @@ def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> 
     assert {modes[m] for m in ENGINE} == {None}
     assert result["timed"] is True
     (record,) = read_telemetry(tmp_path)
-    assert record.mode == mode and sorted(record.patched) == sorted(RUNNER)
-    assert record.vllm_version and record.skipped == {}
+    assert record.mode == mode
+    assert sorted(record.patched) == sorted(RUNNER)
+    assert record.vllm_version
+    assert record.skipped == {}
 
 
 def test_all_scope_also_patches_the_engine_core(tmp_path: Path) -> None:
@@ -101,7 +103,8 @@ def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
     assert linear["examined"] == 53 + 2  # scans up to the first item past each window
     assert bisect["examined"] == bisect_probes(100, 50, 52) + bisect_probes(100, 0, 1)
     assert 2 * 2 * 6 <= bisect["examined"] <= 2 * 2 * 7  # two bisects of ~log2(100) probes, twice
-    assert linear["hist"] == {"64": 2} and int(linear["ns"]) > 0
+    assert linear["hist"] == {"64": 2}
+    assert int(linear["ns"]) > 0
     # hybrid: 100 items is above the default threshold (vLLM's helper), below a raised one (the scan)
     assert run_python(code, {"ABSERVE_MM_LOOKUP": "hybrid"})["examined"] == bisect["examined"]
     raised = {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}

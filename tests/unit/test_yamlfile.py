@@ -38,8 +38,14 @@ def test_an_extending_policy_still_refuses_unknown_keys(tmp_path: Path) -> None:
 def test_shipped_aa_twin_differs_from_the_cpu_default_only_in_its_arms() -> None:
     default = load_experiment(REPO / "configs/cpu-default.yaml")
     twin = load_experiment(REPO / "configs/aa-default.yaml")
-    assert list(twin.arms) == ["a", "a2"] and twin.arms["a2"].lookup == "linear"
-    assert twin.load == default.load and twin.budget == default.budget and twin.server == default.server
+    assert list(twin.arms) == ["a", "a2"]
+    assert twin.arms["a2"].lookup == "linear"
+    assert twin.load == default.load
+    assert twin.budget == default.budget
+    assert twin.server == default.server
     policy, aa = load_policy(default.policy), load_policy(twin.policy)
-    assert aa.metrics == policy.metrics and aa.sequential == policy.sequential
-    assert aa.arms.candidate == "a2" and not aa.improvements and policy.improvements
+    assert aa.metrics == policy.metrics
+    assert aa.sequential == policy.sequential
+    assert aa.arms.candidate == "a2"
+    assert not aa.improvements
+    assert policy.improvements

@@ -54,7 +54,8 @@ def test_anytime_ols_separates_shift_and_placement_bias() -> None:
     fit = anytime_ols(y, np.column_stack([np.ones(n), contrast]), ALPHA)
     assert fit is not None
     shift, bias = fit.coefficients
-    assert shift.low <= 2.0 <= shift.high and bias.low <= 0.5 <= bias.high
+    assert shift.low <= 2.0 <= shift.high
+    assert bias.low <= 0.5 <= bias.high
     assert shift.high - shift.low < 0.2
 
 
@@ -76,7 +77,8 @@ def test_rate_sequence_one_mismatch_against_zero_is_proof_and_zero_bounds_the_ra
     assert [iv.high for iv in none] == sorted((iv.high for iv in none), reverse=True)
     assert none[-1].high < 0.035
     one = rate_sequence(1, 200, ALPHA)
-    assert one.low > 0.0 and one.high < 0.05
+    assert one.low > 0.0
+    assert one.high < 0.05
     assert rate_sequence(0, 0, ALPHA).low == 0.0
 
 

@@ -54,19 +54,26 @@ def test_counterbalanced_estimate_recovers_the_effect_the_naive_one_misses() -> 
     j = judge(run_info(), exs, policy())
     line = _tpot(j)
     assert line.method == "counterbalanced"
-    assert line.low is not None and line.high is not None and line.low <= 0.0 <= line.high
-    assert line.naive_low is not None and line.naive_low > 0.0, "the pooled estimate is fooled"
-    assert line.placement_bias is not None and abs(abs(line.placement_bias) - 0.002) < 0.0005
+    assert line.low is not None
+    assert line.high is not None
+    assert line.low <= 0.0 <= line.high
+    assert line.naive_low is not None, "the pooled estimate is fooled"
+    assert line.naive_low > 0.0, "the pooled estimate is fooled"
+    assert line.placement_bias is not None
+    assert abs(abs(line.placement_bias) - 0.002) < 0.0005
     place = next(p for p in j.placement if p.metric == "tpot")
-    assert place.method == "counterbalanced" and len(place.levels) == 2
+    assert place.method == "counterbalanced"
+    assert len(place.levels) == 2
     assert {lv.placement for lv in place.levels} == {"a:0,b:1", "a:1,b:0"}
-    assert place.naive_estimate is not None and place.naive_estimate > 0.0005
+    assert place.naive_estimate is not None
+    assert place.naive_estimate > 0.0005
 
 
 def test_a_real_effect_is_found_under_a_larger_bias() -> None:
     exs = blocked_run(0.003, 0.002, per_block=16, seed=4)
     line = _tpot(judge(run_info(), exs, policy()))
-    assert line.low is not None and line.high is not None
+    assert line.low is not None
+    assert line.high is not None
     assert 0.0 < line.low < 0.003 < line.high
     assert line.outcome == "fail"
     assert "holds even if the placement bias" in line.reason
@@ -77,7 +84,8 @@ def test_bias_comparable_to_the_threshold_makes_a_pass_inconclusive() -> None:
     exs = blocked_run(0.0, 0.0006, per_block=24, seed=5)
     line = _tpot(judge(run_info(), exs, policy()))
     assert line.outcome == "inconclusive"
-    assert "placement bias" in line.reason and "more blocks" in line.reason
+    assert "placement bias" in line.reason
+    assert "more blocks" in line.reason
     relaxed = _tpot(judge(run_info(), exs, policy(placement={"max_bias_ratio": 5.0})))
     assert relaxed.outcome == "pass"
 
@@ -85,11 +93,13 @@ def test_bias_comparable_to_the_threshold_makes_a_pass_inconclusive() -> None:
 def test_untagged_and_single_placement_runs_say_so() -> None:
     plain = [exchange(i, [arm("a"), arm("b", itl=0.0101)]) for i in range(40)]
     j = judge(run_info(), plain, policy())
-    assert _tpot(j).method == "pooled" and j.placement[0].method == "untagged"
+    assert _tpot(j).method == "pooled"
+    assert j.placement[0].method == "untagged"
     fixed = [ex for ex in blocked_run(0.0, 0.001, seed=6) if ex.tags["placement"] == LABELS[0]]
     j = judge(run_info(), fixed, policy())
     assert _tpot(j).method == "pooled"
-    assert j.placement[0].method == "single-placement" and "bias" in j.placement[0].note
+    assert j.placement[0].method == "single-placement"
+    assert "bias" in j.placement[0].note
 
 
 def test_floor_pair_gets_its_own_placement_line() -> None:
@@ -134,11 +144,13 @@ def _simulate(reps: int, *, blocks: int, n: int, beta: float, tau: float, extra:
 def test_blocked_interval_keeps_its_coverage_where_naive_estimates_do_not() -> None:
     # fixed placement bias (1 unit = the per-request noise scale), balanced blocks
     blocked, naive, static = _simulate(150, blocks=8, n=10, beta=1.0, tau=0.0, extra=0, seed=1)
-    assert blocked >= 0.92 and static < 0.2
+    assert blocked >= 0.92
+    assert static < 0.2
     # bias that also wanders from block to block, and an unbalanced run
     blocked, naive, static = _simulate(150, blocks=8, n=10, beta=1.0, tau=0.5, extra=10, seed=2)
     assert blocked >= 0.88, blocked
-    assert naive < 0.5 and static < 0.3
+    assert naive < 0.5
+    assert static < 0.3
 
 
 def test_report_shows_bias_next_to_the_effect_and_the_naive_estimate(tmp_path: object) -> None:
@@ -150,7 +162,9 @@ def test_report_shows_bias_next_to_the_effect_and_the_naive_estimate(tmp_path: o
     paths = write_report(j, Path(str(tmp_path)))
     md = paths.markdown.read_text()
     html = paths.html.read_text()
-    assert "### Placement (counterbalanced blocks)" in md and "counterbalanced" in md
+    assert "### Placement (counterbalanced blocks)" in md
+    assert "counterbalanced" in md
     assert "on `a:0,b:1`" in md or "on `a:1,b:0`" in md
-    assert 'id="placement"' in html and "naive (pooled)" in html
+    assert 'id="placement"' in html
+    assert "naive (pooled)" in html
     assert "more blocks" in md  # the verdict's advice

@@ -13,7 +13,8 @@ TOKENS = [10, 20, 30, 40, 50, 60]
 def test_same_tokens_and_bitwise_logprobs_are_identical() -> None:
     r = compare_pair("r", "a", "b", arm("a", TOKENS), arm("b", TOKENS))
     assert r.cls == "identical"
-    assert r.position is None and r.max_logprob_delta == 0.0
+    assert r.position is None
+    assert r.max_logprob_delta == 0.0
 
 
 def test_injected_swap_at_known_position_is_divergent_with_both_tokens() -> None:
@@ -21,7 +22,8 @@ def test_injected_swap_at_known_position_is_divergent_with_both_tokens() -> None
     r = compare_pair("r", "a", "b", arm("a", TOKENS), arm("b", swapped))
     assert r.cls == "divergent"
     assert r.position == 3
-    assert r.left_side is not None and r.right_side is not None
+    assert r.left_side is not None
+    assert r.right_side is not None
     assert (r.left_side.token_id, r.right_side.token_id) == (40, 99)
     assert r.left_side.other_in_top is False
     assert [c.token_id for c in r.left_side.top][:2] == [40, 41]
@@ -39,8 +41,10 @@ def test_near_tie_where_each_token_is_in_the_others_top_k_is_close() -> None:
     )
     assert r.cls == "close"
     assert r.position == 2
-    assert r.left_side is not None and r.left_side.other_in_top
-    assert r.right_side is not None and r.right_side.other_in_top
+    assert r.left_side is not None
+    assert r.left_side.other_in_top
+    assert r.right_side is not None
+    assert r.right_side.other_in_top
 
 
 def test_only_one_side_in_the_others_top_k_is_divergent() -> None:
@@ -49,8 +53,10 @@ def test_only_one_side_in_the_others_top_k_is_divergent() -> None:
     right = [10, 77, 30, 40, 50, 60]  # but left's 20 is not in right's top-k (78..81)
     r = compare_pair("r", "a", "b", arm("a", TOKENS, logprobs=left_lps), arm("b", right))
     assert r.cls == "divergent"
-    assert r.left_side is not None and r.left_side.other_in_top is True
-    assert r.right_side is not None and r.right_side.other_in_top is False
+    assert r.left_side is not None
+    assert r.left_side.other_in_top is True
+    assert r.right_side is not None
+    assert r.right_side.other_in_top is False
 
 
 def test_same_tokens_with_moved_logprob_is_drift_at_that_position() -> None:
@@ -82,8 +88,10 @@ def test_prefix_output_is_divergent_at_the_shorter_length_and_flags_finish() -> 
     r = compare_pair("r", "a", "b", arm("a", TOKENS), arm("b", TOKENS[:4], finish_reason="stop"))
     assert r.cls == "divergent"
     assert r.position == 4
-    assert r.right_side is not None and r.right_side.token is None
-    assert r.finish_mismatch and r.usage_mismatch
+    assert r.right_side is not None
+    assert r.right_side.token is None
+    assert r.finish_mismatch
+    assert r.usage_mismatch
 
 
 @pytest.mark.parametrize(
@@ -98,12 +106,14 @@ def test_prefix_output_is_divergent_at_the_shorter_length_and_flags_finish() -> 
 def test_errors_or_truncation_on_one_side_are_incomparable(right: object, problem: str) -> None:
     r = compare_pair("r", "a", "b", arm("a", TOKENS), right)  # type: ignore[arg-type]
     assert r.cls == "incomparable"
-    assert r.left_problem is None and r.right_problem == problem
+    assert r.left_problem is None
+    assert r.right_problem == problem
 
 
 def test_status_mismatch_is_flagged() -> None:
     r = compare_pair("r", "a", "b", arm("a", TOKENS), arm("b", TOKENS, status=201))
-    assert r.cls == "identical" and r.status_mismatch
+    assert r.cls == "identical"
+    assert r.status_mismatch
 
 
 def test_margin_is_best_minus_second_best_regardless_of_order() -> None:

@@ -28,7 +28,9 @@ def line(j: Judgment, name: str) -> str:
 
 def test_default_policy_file_loads() -> None:
     p = load_policy(ROOT / "configs/policy/default.yaml")
-    assert p.arms.floor == "a2" and p.warmup_requests == 10 and len(p.metrics) >= 4
+    assert p.arms.floor == "a2"
+    assert p.warmup_requests == 10
+    assert len(p.metrics) >= 4
 
 
 def test_policy_typos_and_bad_values_are_refused(tmp_path: Path) -> None:
@@ -47,7 +49,8 @@ def test_equal_arms_pass_with_a_clean_noise_floor() -> None:
     j = judge(run_info(), ab_run(80), policy())
     assert (j.verdict, j.exit_code) == ("pass", 0)
     assert j.equality[0].summary.counts["identical"] == 80
-    assert j.equality_verdict is not None and j.equality_verdict.floor_measured
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.floor_measured
     assert {e.right for e in j.equality} == {"b", "a2"}
     assert j.lookup() == {"a": "linear", "b": "bisect", "a2": "linear"}
 
@@ -55,11 +58,15 @@ def test_equal_arms_pass_with_a_clean_noise_floor() -> None:
 def test_known_tpot_shift_fails_and_is_estimated() -> None:
     j = judge(run_info(), ab_run(80, itl_shift=0.002, seed=1), policy())  # +20%/token
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "fail" and j.verdict == "fail" and j.exit_code == 1
-    assert tpot.low is not None and tpot.high is not None
+    assert tpot.outcome == "fail"
+    assert j.verdict == "fail"
+    assert j.exit_code == 1
+    assert tpot.low is not None
+    assert tpot.high is not None
     assert tpot.low < 0.002 < tpot.high
     assert tpot.threshold == pytest.approx(0.05 * tpot.baseline_value)  # type: ignore[operator]
-    assert "beyond" in tpot.reason and "ms" in tpot.reason
+    assert "beyond" in tpot.reason
+    assert "ms" in tpot.reason
     assert line(j, "ttft.hl") == "pass"
 
 
@@ -77,7 +84,8 @@ def test_shift_near_the_threshold_is_marginal_or_inconclusive() -> None:
 
 def test_too_few_samples_is_inconclusive() -> None:
     j = judge(run_info(), ab_run(10, itl_shift=0.002), policy())
-    assert j.verdict == "inconclusive" and j.exit_code == 2
+    assert j.verdict == "inconclusive"
+    assert j.exit_code == 2
     assert all(m.outcome == "inconclusive" for m in j.metrics)
     assert "fewer than the 30" in j.metrics[0].reason
 
@@ -92,7 +100,9 @@ def test_token_swaps_beyond_the_floor_fail_equality() -> None:
     swaps = {i: SWAP for i in range(0, 80, 5)}  # 16 of 80
     j = judge(run_info(), ab_run(80, candidate_tokens=swaps), policy())
     eq = j.equality_verdict
-    assert eq is not None and eq.outcome == "fail" and j.verdict == "fail"
+    assert eq is not None
+    assert eq.outcome == "fail"
+    assert j.verdict == "fail"
     assert j.equality[0].summary.counts["divergent"] == 16
     assert j.equality[0].by_position == {"3": 16}
     assert j.equality[0].examples[0].request_id == "req-00000"
@@ -101,13 +111,16 @@ def test_token_swaps_beyond_the_floor_fail_equality() -> None:
 def test_same_swap_rate_on_the_floor_is_noise_and_passes() -> None:
     swaps = {i: SWAP for i in range(0, 80, 5)}
     j = judge(run_info(), ab_run(80, candidate_tokens=swaps, floor_tokens=swaps), policy())
-    assert j.equality_verdict is not None and j.equality_verdict.outcome == "pass"
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.outcome == "pass"
 
 
 def test_one_rare_divergence_is_marginal_not_fail() -> None:
     j = judge(run_info(), ab_run(80, candidate_tokens={7: SWAP}), policy())
-    assert j.equality_verdict is not None and j.equality_verdict.outcome == "marginal"
-    assert j.verdict == "marginal" and j.exit_code == 2
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.outcome == "marginal"
+    assert j.verdict == "marginal"
+    assert j.exit_code == 2
 
 
 def test_unmeasured_floor_follows_the_policy() -> None:
@@ -115,9 +128,11 @@ def test_unmeasured_floor_follows_the_policy() -> None:
     info = run_info({"a": provenance("linear"), "b": provenance("bisect")})
     j = judge(info, runs, policy())
     assert j.verdict == "pass"
-    assert j.equality_verdict is not None and not j.equality_verdict.floor_measured
+    assert j.equality_verdict is not None
+    assert not j.equality_verdict.floor_measured
     strict = judge(info, runs, policy(allow_unmeasured_floor=False))
-    assert strict.verdict == "inconclusive" and "not measured" in strict.reasons[0]
+    assert strict.verdict == "inconclusive"
+    assert "not measured" in strict.reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -149,7 +164,8 @@ def test_coverage_gap_and_error_rate_are_invalid() -> None:
     for ex in runs[:5]:
         ex.arms["b"] = arm("b", [], status=500)
     j = judge(run_info(), runs, policy())
-    assert j.verdict == "invalid" and any("failed 5/60" in r for r in j.invalid_reasons)
+    assert j.verdict == "invalid"
+    assert any("failed 5/60" in r for r in j.invalid_reasons)
     assert j.arms["b"].errors == {"status_500": 5}
 
 
@@ -159,7 +175,8 @@ def test_truncations_are_counted_and_not_compared() -> None:
     j = judge(run_info(), runs, policy())
     assert j.equality[0].summary.counts["incomparable"] == 1
     assert j.equality[0].right_problems == {"truncated": 1}
-    assert j.arms["b"].truncated == 1 and j.verdict == "pass"
+    assert j.arms["b"].truncated == 1
+    assert j.verdict == "pass"
 
 
 def test_breakdowns_by_profile_and_items_show_the_cost_trend_per_image() -> None:
@@ -173,7 +190,8 @@ def test_breakdowns_by_profile_and_items_show_the_cost_trend_per_image() -> None
 def test_judgment_is_json_round_trippable_and_versioned() -> None:
     j = judge(run_info(), ab_run(40), policy())
     again = Judgment.model_validate_json(j.model_dump_json())
-    assert again == j and again.schema_version == 1
+    assert again == j
+    assert again.schema_version == 1
     assert j.provenance["policy_sha256"] == policy().digest()
     assert j.arms["a"].distributions["tpot"][50] > 0
 
@@ -183,11 +201,14 @@ def test_exchange_without_tags_is_still_judged() -> None:
     for e in ex:
         e.tags.clear()
     j = judge(run_info(), ex, policy())
-    assert j.verdict == "pass" and j.equality[0].by_profile["untagged"].total == 40
+    assert j.verdict == "pass"
+    assert j.equality[0].by_profile["untagged"].total == 40
 
 
 def test_arm_absent_from_every_exchange_or_no_exchanges_is_invalid() -> None:
     j = judge(run_info(), ab_run(40, arms=("a", "a2")), policy())
-    assert j.verdict == "invalid" and "coverage gap: 0/40" in j.invalid_reasons[0]
+    assert j.verdict == "invalid"
+    assert "coverage gap: 0/40" in j.invalid_reasons[0]
     empty = judge(run_info(), [], policy())
-    assert empty.verdict == "invalid" and empty.invalid_reasons == ["no exchanges to judge"]
+    assert empty.verdict == "invalid"
+    assert empty.invalid_reasons == ["no exchanges to judge"]

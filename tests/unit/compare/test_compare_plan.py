@@ -24,7 +24,8 @@ def test_planned_n_reaches_the_requested_power_in_simulation() -> None:
 
 def test_plan_from_a_pilot_run() -> None:
     p = plan(ab_run(60), Policy(), metric="tpot", effect_relative=0.02, mismatch_rate=0.01)
-    assert p.pilot_pairs == 60 and p.pilot_sigma > 0
+    assert p.pilot_pairs == 60
+    assert p.pilot_sigma > 0
     assert p.effect == pytest.approx(0.02 * p.pilot_median_baseline)  # type: ignore[operator]
     assert p.requests_needed >= 6
     assert p.requests_for_mismatch == math.ceil(math.log(0.2) / math.log(0.99))  # 161

@@ -41,16 +41,21 @@ def _outcome(name: str, lps: list[PositionLogprobs] | None) -> ArmOutcome:
 
 def test_same_output_but_moved_prompt_logprobs_is_drift_at_the_first_moved_position() -> None:
     r = compare_pair("r1", "a", "b", _outcome("a", prompt()), _outcome("b", prompt(17)))
-    assert r.cls == "drift" and r.drift_position is None
-    assert r.prompt_drift_position == 17 and r.prompt_positions == PROMPT_LEN
-    assert r.prompt_logprob_delta is not None and abs(r.prompt_logprob_delta - 0.004) < 1e-9
+    assert r.cls == "drift"
+    assert r.drift_position is None
+    assert r.prompt_drift_position == 17
+    assert r.prompt_positions == PROMPT_LEN
+    assert r.prompt_logprob_delta is not None
+    assert abs(r.prompt_logprob_delta - 0.004) < 1e-9
 
 
 def test_bitwise_equal_prompts_stay_identical_and_unsampled_sides_are_not_compared() -> None:
     same = compare_pair("r1", "a", "b", _outcome("a", prompt()), _outcome("b", prompt()))
-    assert same.cls == "identical" and same.prompt_logprob_delta == 0.0
+    assert same.cls == "identical"
+    assert same.prompt_logprob_delta == 0.0
     one_side = compare_pair("r2", "a", "b", _outcome("a", prompt()), _outcome("b", None))
-    assert one_side.cls == "identical" and one_side.prompt_positions is None
+    assert one_side.cls == "identical"
+    assert one_side.prompt_positions is None
 
 
 def test_tolerance_absorbs_small_prompt_moves_and_a_shorter_prompt_drifts_where_it_ends() -> None:
@@ -58,7 +63,8 @@ def test_tolerance_absorbs_small_prompt_moves_and_a_shorter_prompt_drifts_where_
                      drift_tolerance=1e-5)
     assert r.cls == "identical"
     short = compare_pair("r2", "a", "b", _outcome("a", prompt()), _outcome("b", prompt()[:30]))
-    assert short.cls == "drift" and short.prompt_drift_position == 30
+    assert short.cls == "drift"
+    assert short.prompt_drift_position == 30
 
 
 def test_prompt_drift_on_big_requests_fails_the_run_and_names_them_while_aa_is_clean(tmp_path) -> None:
@@ -71,12 +77,16 @@ def test_prompt_drift_on_big_requests_fails_the_run_and_names_them_while_aa_is_c
     assert hit
     j = judge(run_info(), runs, policy())
     e, floor = j.equality
-    assert e.prompt_sampled == 40 and e.prompt_drifts == len(hit) == e.prompt_only_drifts
-    assert e.summary.counts["drift"] == len(hit) and e.prompt_drift_by_position == {"20": len(hit)}
+    assert e.prompt_sampled == 40
+    assert e.prompt_drifts == len(hit) == e.prompt_only_drifts
+    assert e.summary.counts["drift"] == len(hit)
+    assert e.prompt_drift_by_position == {"20": len(hit)}
     assert {x.request_id for x in e.examples} == set(hit)
-    assert floor.prompt_sampled == 40 and floor.prompt_drifts == 0
+    assert floor.prompt_sampled == 40
+    assert floor.prompt_drifts == 0
     assert floor.summary.counts["identical"] == 80
-    assert j.equality_verdict is not None and j.equality_verdict.outcome == "fail"
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.outcome == "fail"
     write_report(j, tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert f"40 exchanges sampled, {len(hit)} drifted in the prompt" in md
@@ -89,5 +99,6 @@ def test_floor_tolerance_counts_the_prompt_drift_the_same_build_shows() -> None:
     for ex in runs:
         sample(ex, {"a": prompt(), "a2": prompt(5, 2e-4), "b": prompt(5, 2e-4)})
     j = judge(run_info(), runs, policy(drift_floor_quantile=1.0))
-    assert j.equality_verdict is not None and j.equality_verdict.drift_tolerance >= 2e-4
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.drift_tolerance >= 2e-4
     assert j.equality[0].summary.counts["identical"] == 60

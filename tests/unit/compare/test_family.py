@@ -43,7 +43,8 @@ def test_one_candidate_is_the_two_arm_judgment_unchanged() -> None:
     family = judge_family(run, exchanges, POLICY, "a", ["c"], None)  # type: ignore[arg-type]
     alone = judge(run, exchanges, roles_for(POLICY, "a", "c", None, 1 - POLICY.confidence))  # type: ignore[arg-type]
     assert family.judgments["c"].model_dump() == alone.model_dump()
-    assert family.verdict == alone.verdict == "fail" and family.exit_code == alone.exit_code
+    assert family.verdict == alone.verdict == "fail"
+    assert family.exit_code == alone.exit_code
     assert family.candidates["c"].alpha == 1 - POLICY.confidence
     assert family.correction.startswith("one candidate: no multiplicity correction")
 
@@ -51,8 +52,10 @@ def test_one_candidate_is_the_two_arm_judgment_unchanged() -> None:
 def test_three_candidates_are_judged_with_holm_and_the_correction_is_stated() -> None:
     family = judge_family(run4(), three_candidates(), POLICY, "a", ["b", "c", "h"], None)  # type: ignore[arg-type]
     alpha = 1 - POLICY.confidence
-    assert family.steps[0].alpha == alpha / 3 and family.steps[0].judged == ["b", "c", "h"]
-    assert family.candidates["c"].verdict == "fail" and family.candidates["c"].settled_at_step == 1
+    assert family.steps[0].alpha == alpha / 3
+    assert family.steps[0].judged == ["b", "c", "h"]
+    assert family.candidates["c"].verdict == "fail"
+    assert family.candidates["c"].settled_at_step == 1
     assert family.candidates["c"].alpha == alpha / 3
     # every later step's level is alpha / (3 - settled so far)
     settled = 0
@@ -62,7 +65,8 @@ def test_three_candidates_are_judged_with_holm_and_the_correction_is_stated() ->
     assert family.correction.startswith(
         f"Holm step-down over 3 candidates, family-wise error rate {alpha:.4g}")
     assert "step 1 at alpha 0.01667: settled" in family.correction
-    assert family.verdict == "fail" and family.exit_code == 1
+    assert family.verdict == "fail"
+    assert family.exit_code == 1
     assert any(r.startswith("c: fail") for r in family.reasons)
     # the judgment of c at its level is the two-arm judgment at that level
     alone = judge(run4(), three_candidates(), roles_for(POLICY, "a", "c", None, alpha / 3))  # type: ignore[arg-type]
@@ -72,7 +76,8 @@ def test_three_candidates_are_judged_with_holm_and_the_correction_is_stated() ->
 def test_best_arm_per_images_bucket() -> None:
     family = judge_family(run4(), three_candidates(), POLICY, "a", ["b", "c", "h"], None)  # type: ignore[arg-type]
     tpot = {row.bucket: row for row in family.best_by_items if row.metric == "tpot"}
-    assert tpot["64-127"].best == "h" and tpot["64-127"].clear
+    assert tpot["64-127"].best == "h"
+    assert tpot["64-127"].clear
     assert tpot["256-511"].best == "h"
     assert tpot["1"].best in ("a", "b")  # h and b equal a there, c slower: nobody clearly beats a
     assert best_by_items({}, "a") == []

@@ -93,8 +93,11 @@ def test_a_drift_midrun_failed_the_old_judgment_and_is_unstable_now() -> None:
     assert judged("drift-midrun", old_policy()).verdict == "fail"
     new = judged("drift-midrun", new_policy())
     tpot = next(m for m in new.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "unstable" and tpot.drift is not None and tpot.drift.unstable
-    assert tpot.drift.high is not None and tpot.drift.high < 0  # the excess shrank over the run
+    assert tpot.outcome == "unstable"
+    assert tpot.drift is not None
+    assert tpot.drift.unstable
+    assert tpot.drift.high is not None
+    assert tpot.drift.high < 0  # the excess shrank over the run
     assert new.verdict != "fail"
     # the guard is what keeps it from failing: a policy that accepts drift fails the same data
     accepting = new_policy()
@@ -110,4 +113,6 @@ def test_a_real_shift_still_fails() -> None:
     new = judged("slow-mutant", new_policy())
     assert new.verdict == "fail"
     tpot = next(m for m in new.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "fail" and tpot.low is not None and tpot.low > 0.005
+    assert tpot.outcome == "fail"
+    assert tpot.low is not None
+    assert tpot.low > 0.005

@@ -74,11 +74,15 @@ def line(j: Judgment, name: str) -> tuple[str, float | None, float | None]:
 
 def test_aa_run_passes_and_every_gate_is_anytime() -> None:
     j = judged(run(96))
-    assert j.sequential and j.looks == 12
-    assert j.equality_verdict is not None and j.equality_verdict.outcome == "pass"
-    assert line(j, "tpot.hl")[0] == "pass" and line(j, "ttft.hl")[0] == "pass"
+    assert j.sequential
+    assert j.looks == 12
+    assert j.equality_verdict is not None
+    assert j.equality_verdict.outcome == "pass"
+    assert line(j, "tpot.hl")[0] == "pass"
+    assert line(j, "ttft.hl")[0] == "pass"
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
-    assert len(tpot.trajectory) == 12 and tpot.method == "anytime-pooled"
+    assert len(tpot.trajectory) == 12
+    assert tpot.method == "anytime-pooled"
     widths = [lk.high - lk.low for lk in tpot.trajectory if lk.low is not None and lk.high is not None]
     assert widths[-1] < widths[0] / 2
     assert j.verdict == "pass"
@@ -92,7 +96,8 @@ def test_rare_interference_spikes_on_one_arm_do_not_decide_an_aa_run() -> None:
         b.t_end = b.token_times[-1] + 0.001 if b.t_end is not None else None
     j = judged(exchanges)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "pass" and "3 of 96 pair differences winsorized" in tpot.reason
+    assert tpot.outcome == "pass"
+    assert "3 of 96 pair differences winsorized" in tpot.reason
     raw = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed",
                                                "clip": 0}))
     assert next(m for m in raw.metrics if m.name == "tpot.hl").outcome != "pass"
@@ -101,16 +106,22 @@ def test_rare_interference_spikes_on_one_arm_do_not_decide_an_aa_run() -> None:
 def test_equality_fails_on_the_first_mismatch_naming_it_and_needs_its_resolution_to_pass() -> None:
     j = judged(run(24, bad_tokens={5}))
     eq = j.equality_verdict
-    assert eq is not None and eq.outcome == "fail" and "req-00005" in eq.reason
+    assert eq is not None
+    assert eq.outcome == "fail"
+    assert "req-00005" in eq.reason
     assert j.verdict == "fail"
     few = judged(run(24)).equality_verdict
-    assert few is not None and few.outcome == "inconclusive" and "resolution" in few.reason
+    assert few is not None
+    assert few.outcome == "inconclusive"
+    assert "resolution" in few.reason
 
 
 def test_a_real_shift_fails_and_the_run_may_stop() -> None:
     j = judged(run(64, shift=0.003))
     outcome, low, _ = line(j, "tpot.hl")
-    assert outcome == "fail" and low is not None and low > 0.0006
+    assert outcome == "fail"
+    assert low is not None
+    assert low > 0.0006
     assert stop_now([("tpot.hl", True, "fail"), ("ttft.hl", True, "inconclusive")])
     assert not stop_now([("tpot.hl", True, "pass"), ("ttft.hl", True, "inconclusive")])
 
@@ -120,9 +131,12 @@ def test_improvement_and_per_item_gates_see_a_cost_that_grows_with_items() -> No
                per_item=[{"metric": "tpot", "allowed": 0.0}])
     j = judged(run(96, per_item=-4e-6), p)
     improvement = next(m for m in j.metrics if m.kind == "improvement")
-    assert improvement.outcome == "pass" and improvement.n == 48 and improvement.stratum == ">= 128 items"
+    assert improvement.outcome == "pass"
+    assert improvement.n == 48
+    assert improvement.stratum == ">= 128 items"
     per_item = next(m for m in j.metrics if m.kind == "per_item")
-    assert per_item.outcome == "pass" and per_item.low is not None
+    assert per_item.outcome == "pass"
+    assert per_item.low is not None
     assert per_item.low < -4e-6 < (per_item.high or 0)
     none = judged(run(96), p)
     assert next(m for m in none.metrics if m.kind == "improvement").outcome == "inconclusive"
@@ -138,7 +152,8 @@ def test_a_cold_arm_fails_the_old_judgment_and_is_cut_by_the_detected_warmup() -
     assert all(m.estimate is not None and m.estimate > (m.threshold or 0) for m in old.metrics)
     auto = judged(exchanges, policy(warmup_requests=4, sequential={"enabled": True, "look_every": 8,
                                                                    "warmup": "auto"}))
-    assert auto.exchanges_warmup >= 30 and "MSER-5" in auto.warmup_detail
+    assert auto.exchanges_warmup >= 30
+    assert "MSER-5" in auto.warmup_detail
     assert auto.verdict == "pass", [m.reason for m in auto.metrics]
 
 
@@ -146,7 +161,9 @@ def test_a_drift_halfway_makes_the_gate_unstable_unless_accepted() -> None:
     exchanges = run(128, drift_at=64, seed=5, shift=-0.001)
     guarded = judged(exchanges)
     tpot = next(m for m in guarded.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "unstable" and tpot.drift is not None and tpot.drift.unstable
+    assert tpot.outcome == "unstable"
+    assert tpot.drift is not None
+    assert tpot.drift.unstable
     assert guarded.verdict == "inconclusive"
     accepted = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "drift": "accept",
                                                     "warmup": "fixed"}))
@@ -160,7 +177,8 @@ def test_unknown_placement_needs_an_effect_beyond_the_assumed_bias() -> None:
     j = judged(exchanges, p)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
     assert not j.placement_known
-    assert tpot.outcome == "inconclusive" and "placement" in tpot.reason
+    assert tpot.outcome == "inconclusive"
+    assert "placement" in tpot.reason
     strong = judged(run(96, shift=0.006, placement=None), p)
     assert line(strong, "tpot.hl")[0] == "fail"
 

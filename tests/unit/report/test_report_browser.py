@@ -122,7 +122,8 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path: Path) -> No
     assert page["verdict"] == "FAIL"
     assert "run-1" in str(page["title"])
     assert page["requests"] == [paths.html.as_uri()]  # nothing fetched but the page itself
-    assert int(page["svgs"]) >= 8 and float(page["svg_width"]) > 100
+    assert int(page["svgs"]) >= 8
+    assert float(page["svg_width"]) > 100
     assert int(page["gates"]) == 1 + 1 + len(j.metrics)
     assert page["side"] == 1
 
@@ -131,7 +132,8 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path: Path) -> No
 def test_cli_fallback_renders_the_same_verdict(tmp_path: Path) -> None:
     paths = write_report(judge(run_info(), ab_run(60), Policy()), tmp_path)
     page = render_with_cli(paths.html)
-    assert page["verdict"] == "PASS" and page["errors"] == []
+    assert page["verdict"] == "PASS"
+    assert page["errors"] == []
     assert page == {**render_with_playwright(paths.html), "errors": []}  # measured alike
 
 

@@ -50,9 +50,11 @@ def test_report_exit_code_and_files(db: str, tmp_path: Path, run_id: str, code: 
     assert rc == code, text
     assert f"verdict: {verdict}" in text
     data = json.loads((out / "report.json").read_text())
-    assert data["verdict"] == verdict and data["exchanges_warmup"] == 10
+    assert data["verdict"] == verdict
+    assert data["exchanges_warmup"] == 10
     prov = data["provenance"]
-    assert prov["judged_by"]["abserve_version"] and len(prov["config_sha256"]) == 64
+    assert prov["judged_by"]["abserve_version"]
+    assert len(prov["config_sha256"]) == 64
     assert prov["arms"]["b"]["proven_lookup"] == ("bisect" if run_id != "unproven" else None)
     assert {p.name for p in out.iterdir()} == {"report.html", "report.md", "report.json", "junit.xml"}
 
@@ -67,14 +69,19 @@ def test_report_with_baseline_run_side_by_side(db: str, tmp_path: Path) -> None:
 
 def test_report_errors_are_clear_and_exit_4(db: str, tmp_path: Path) -> None:
     rc, text = invoke("report", "nope", "--db", db, "--out", str(tmp_path), "--policy", POLICY)
-    assert rc == 4 and "no run 'nope'" in text
+    assert rc == 4
+    assert "no run 'nope'" in text
     missing = f"sqlite:///{tmp_path / 'missing.db'}"
     rc, text = invoke("report", "good", "--db", missing, "--out", str(tmp_path), "--policy", POLICY)
-    assert rc == 4 and "no store at" in text and not (tmp_path / "missing.db").exists()
+    assert rc == 4
+    assert "no store at" in text
+    assert not (tmp_path / "missing.db").exists()
     rc, text = invoke(
         "report", "good", "--db", db, "--out", str(tmp_path), "--policy", str(tmp_path / "x.yaml")
     )
-    assert rc == 4 and "cannot read" in text and "x.yaml" in text
+    assert rc == 4
+    assert "cannot read" in text
+    assert "x.yaml" in text
 
 
 def test_plan_from_a_pilot_run(db: str) -> None:
@@ -82,6 +89,8 @@ def test_plan_from_a_pilot_run(db: str) -> None:
         "plan", "good", "--db", db, "--effect-relative", "0.01", "--mismatch-rate", "0.01", "--policy", POLICY
     )
     assert rc == 0, text
-    assert "tpot: pilot 60 pairs" in text and "161 requests" in text
+    assert "tpot: pilot 60 pairs" in text
+    assert "161 requests" in text
     rc, text = invoke("plan", "good", "--db", db, "--metric", "bogus", "--effect-ms", "1", "--policy", POLICY)
-    assert rc == 4 and "unknown metric" in text
+    assert rc == 4
+    assert "unknown metric" in text

@@ -24,10 +24,12 @@ def test_all_four_files_and_strict_round_trippable_json(tmp_path: Path) -> None:
     j = judged(candidate_tokens={4: SWAP})
     paths = write_report(j, tmp_path / "out")
     for p in (paths.html, paths.markdown, paths.json, paths.junit):
-        assert p.is_file() and p.stat().st_size > 200
+        assert p.is_file()
+        assert p.stat().st_size > 200
     text = paths.json.read_text()
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert data["schema_version"] == 1 and data["verdict"] == j.verdict
+    assert data["schema_version"] == 1
+    assert data["verdict"] == j.verdict
     assert data["arms"]["b"]["proven_lookup"] == "bisect"
     assert data["equality"][0]["summary"]["counts"]["divergent"] == 1
     assert {"estimate", "low", "high", "threshold", "outcome", "reason"} <= data["metrics"][0].keys()
@@ -63,7 +65,8 @@ def test_junit_has_one_case_per_gate_with_failures(tmp_path: Path) -> None:
     names = [c.get("name") for c in suite.iter("testcase")]
     assert names == ["validity", "equality", *[m.name for m in j.metrics]]
     failed = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
-    assert failed == {m.name for m in j.metrics if m.outcome == "fail"} and "tpot.hl" in failed
+    assert failed == {m.name for m in j.metrics if m.outcome == "fail"}
+    assert "tpot.hl" in failed
     assert suite.get("failures") == str(len(failed))
 
 
@@ -74,7 +77,8 @@ def test_model_text_in_the_html_is_escaped(tmp_path: Path) -> None:
         p.token = "<script>alert(1)</script>"
     runs[0].arms["b"] = arm("b", [7] * 8, logprobs=evil)
     html = write_report(judge(run_info(), runs, Policy()), tmp_path).html.read_text()
-    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)" in html
 
 
 def test_html_needs_no_network(tmp_path: Path) -> None:
@@ -91,8 +95,10 @@ def test_markdown_for_a_pull_request_with_baseline_side_by_side(tmp_path: Path) 
     base = judge(run_info(run_id="rc1"), ab_run(60, seed=9), Policy())
     md = write_report(judged(itl_shift=0.003), tmp_path, baseline=base).markdown.read_text()
     assert md.startswith("## abserve sign-off: `run-1` — **FAIL** (exit 1)")
-    assert "| tpot.hl (critical) |" in md and "Side by side with `rc1` (pass)" in md
-    assert "&#" not in md and "&lt;" not in md
+    assert "| tpot.hl (critical) |" in md
+    assert "Side by side with `rc1` (pass)" in md
+    assert "&#" not in md
+    assert "&lt;" not in md
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["baseline_run"]["run_id"] == "rc1"
 

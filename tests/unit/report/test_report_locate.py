@@ -55,7 +55,8 @@ def test_policy_from_the_report_abserve_run_wrote_beside_the_store(tmp_path: Pat
     (db.parent / "report.json").write_text(json.dumps(judged))
     rc, text = invoke("report", "r1", "--out", str(tmp_path / "again"), "--runs", str(runs))
     assert rc == 0, text
-    assert f"store: {db}" in text and "policy: as-judged from the run's report" in text
+    assert f"store: {db}" in text
+    assert "policy: as-judged from the run's report" in text
     again = json.loads((tmp_path / "again" / "report.json").read_text())
     assert again["provenance"]["policy_name"] == "as-judged"
 
@@ -67,7 +68,8 @@ def test_policy_from_the_digest_the_run_recorded(tmp_path: Path) -> None:
     rc, text = invoke("report", "r2", "--out", str(tmp_path / "out"), "--runs", str(runs))
     assert "policy: cpu-default from configs/policy/cpu-default.yaml" in text, text
     data = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert data["provenance"]["policy_name"] == "cpu-default" and rc == data["exit_code"]
+    assert data["provenance"]["policy_name"] == "cpu-default"
+    assert rc == data["exit_code"]
     rc, text = invoke("report", "r2", "--out", str(tmp_path / "out2"), "--db", f"sqlite:///{db}")
     assert f"store: sqlite:///{db}; policy: cpu-default from configs/policy/cpu-default.yaml" in text
 
@@ -76,15 +78,21 @@ def test_no_silent_default_and_clear_errors(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     make_store(runs / "x", "r3", {"policy_sha256": "0" * 64})
     rc, text = invoke("report", "r3", "--out", str(tmp_path / "o"), "--runs", str(runs))
-    assert rc == 4 and "cannot tell which policy run 'r3' was judged with" in text and "--policy" in text
+    assert rc == 4
+    assert "cannot tell which policy run 'r3' was judged with" in text
+    assert "--policy" in text
     assert not (tmp_path / "o").exists()
     rc, text = invoke("report", "nope", "--out", str(tmp_path / "o"), "--runs", str(runs))
-    assert rc == 4 and "no store under" in text and "holds run 'nope'" in text
+    assert rc == 4
+    assert "no store under" in text
+    assert "holds run 'nope'" in text
     make_store(runs / "y", "r3")
     rc, text = invoke("report", "r3", "--out", str(tmp_path / "o"), "--runs", str(runs))
-    assert rc == 4 and "several stores" in text
+    assert rc == 4
+    assert "several stores" in text
     rc, text = invoke("report", "r3", "--out", str(tmp_path / "o"), "--runs", str(tmp_path / "none"))
-    assert rc == 4 and "no runs folder" in text
+    assert rc == 4
+    assert "no runs folder" in text
 
 
 def test_a_foreign_sqlite_file_is_only_read(tmp_path: Path) -> None:
@@ -97,5 +105,7 @@ def test_a_foreign_sqlite_file_is_only_read(tmp_path: Path) -> None:
     db = make_store(runs / "latest", "r4")
     rc, text = invoke("report", "r4", "--out", str(tmp_path / "o"), "--runs", str(runs), "--policy",
                       str(CPU_POLICY))
-    assert f"store: {db}" in text and "(--policy)" in text and rc in (0, 1, 2, 3)
+    assert f"store: {db}" in text
+    assert "(--policy)" in text
+    assert rc in (0, 1, 2, 3)
     assert foreign.read_bytes() == before

@@ -31,7 +31,9 @@ def test_fail_equality_check_report_shows_the_outputs_side_by_side(tmp_path: Pat
                                      "floor": None, "expect": "fail-equality"})
     experiment = ExperimentOutcome(name="e", config="x.yaml", out_dir=str(folder), run_id="r1")
     result = judge_check(spec, experiment, load_policy(ROOT / "configs/policy/selftest.yaml"), tmp_path)
-    assert result.verdict == "fail" and result.holds
+    assert result.verdict == "fail"
+    assert result.holds
     html = (tmp_path / "checks" / "mutant" / "report.html").read_text()
-    assert 'id="mismatch-1"' in html and '<mark title="position 3">t4</mark>' in html
+    assert 'id="mismatch-1"' in html
+    assert '<mark title="position 3">t4</mark>' in html
     assert '<mark title="position 3">t99</mark>' in html

@@ -90,7 +90,9 @@ def line(j: Judgment, kind: str) -> MetricLine:
 
 
 def test_the_synthetic_run_is_what_the_tests_assume(seq: Judgment) -> None:
-    assert seq.sequential and seq.looks == 6 and seq.placement_known  # a look per round of 2 blocks
+    assert seq.sequential
+    assert seq.looks == 6
+    assert seq.placement_known  # a look per round of 2 blocks
     kinds = {m.kind for m in seq.metrics}
     assert kinds == {"shift", "improvement", "per_item"}
     assert all(len(m.trajectory) == 6 for m in seq.metrics if m.statistic == "mean")
@@ -101,12 +103,16 @@ def test_html_draws_a_trajectory_per_critical_gate_and_claim(seq: Judgment, tmp_
     figures = re.findall(r'<figure class="trajectory" id="traj-([^"]+)">', html)
     assert set(figures) == {"tpot.hl", "ttft.hl", "tpot.improvement@128+", "tpot.per_item"}
     section = html.split('id="trajectories"', 1)[1]
-    assert section.count('<polygon class="band"') >= 4 and section.count('class="estimate"') >= 4
+    assert section.count('<polygon class="band"') >= 4
+    assert section.count('class="estimate"') >= 4
     per_item = section.split('id="traj-tpot.per_item"', 1)[1].split("</figure>", 1)[0]
-    assert "µs per item" in per_item and "allowed +0.00 µs per item" in per_item
+    assert "µs per item" in per_item
+    assert "allowed +0.00 µs per item" in per_item
     tpot = section.split('id="traj-tpot.hl"', 1)[1].split("</figure>", 1)[0]
-    assert "allowed increase +" in tpot and 'class="ref"' in tpot
-    assert "<details" in tpot and "drift over the run: stable" in tpot  # small drift chart, folded
+    assert "allowed increase +" in tpot
+    assert 'class="ref"' in tpot
+    assert "<details" in tpot
+    assert "drift over the run: stable" in tpot  # small drift chart, folded
     # the fixed-sample percentile gate has no trajectory, and says so in one line
     assert "tpot.p99: no trajectory chart: a fixed-sample gate" in html
 
@@ -116,11 +122,14 @@ def test_first_screen_says_why_the_run_stopped_and_where_warmup_was_cut(seq: Jud
     paths = write_report(seq, tmp_path)
     top = first_screen(paths.html.read_text())
     assert f"Stopped: {STOP} (6 rounds, 96 requests, 120 s; budget 540 s)." in top
-    assert 'id="warmup"' in top and seq.warmup_detail in top
-    assert "Cost per item (tpot):" in top and "µs per item" in top
+    assert 'id="warmup"' in top
+    assert seq.warmup_detail in top
+    assert "Cost per item (tpot):" in top
+    assert "µs per item" in top
     assert "placement-unknown" not in top
     html = paths.html.read_text()
-    assert '<table id="looks">' in html and html.count("<tr><td class=\"num\">") >= 6
+    assert '<table id="looks">' in html
+    assert html.count("<tr><td class=\"num\">") >= 6
     md = paths.markdown.read_text()
     assert f"- **Stopped:** {STOP} (6 rounds, 96 requests, 120 s; budget 540 s)." in md
     assert f"- **Warm-up:** {seq.warmup_detail}." in md
@@ -132,19 +141,24 @@ def test_units_per_item_in_microseconds_and_improvements_with_their_stratum(seq:
                                                                             tmp_path: Path) -> None:
     paths = write_report(seq, tmp_path)
     md, html = paths.markdown.read_text(), paths.html.read_text()
-    assert "n/a ms" not in md and "n/a ms" not in html
+    assert "n/a ms" not in md
+    assert "n/a ms" not in html
     gate_table = md.split("| gate | n |", 1)[1].split("\n\n", 1)[0]
     rows = {r.split("|")[1].strip(): r for r in gate_table.splitlines() if r.startswith("| tpot.")}
     per_item = rows["tpot.per_item"]
     assert re.search(r"\| [+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] µs per item \|", per_item)
-    assert "≤ +0.00 µs per item" in per_item and " ms" not in per_item
+    assert "≤ +0.00 µs per item" in per_item
+    assert " ms" not in per_item
     improvement = rows["tpot.improvement@128+ (on >= 128 items) (critical)"]
-    assert "| — | — |" in improvement and "faster by ≥ 0.000 ms" in improvement
+    assert "| — | — |" in improvement
+    assert "faster by ≥ 0.000 ms" in improvement
     gates = html.split('<table id="gates"', 1)[1].split("</table>", 1)[0]
     assert "tpot.improvement@128+ (on &gt;= 128 items)" in gates
     m = line(seq, "per_item")
-    assert m.estimate is not None and f"{m.estimate * 1e6:+.2f} µs per item" in gates
-    assert "| tpot.hl | 6 | n=" in md and "(stable) |" in md  # the trajectory table
+    assert m.estimate is not None
+    assert f"{m.estimate * 1e6:+.2f} µs per item" in gates
+    assert "| tpot.hl | 6 | n=" in md
+    assert "(stable) |" in md  # the trajectory table
 
 
 def test_unknown_placement_is_stated_on_the_first_screen(tmp_path: Path) -> None:
@@ -153,15 +167,18 @@ def test_unknown_placement_is_stated_on_the_first_screen(tmp_path: Path) -> None
     paths = write_report(j, tmp_path)
     top = first_screen(paths.html.read_text())
     assert 'id="placement-unknown"' in top
-    assert "placement was not controlled by abserve" in top and "tpot 0.700 ms" in top
-    assert "Sequential judgment at 12 looks" in top and "no stop rule" in top
+    assert "placement was not controlled by abserve" in top
+    assert "tpot 0.700 ms" in top
+    assert "Sequential judgment at 12 looks" in top
+    assert "no stop rule" in top
     md = paths.markdown.read_text()
     assert "> **Placement not controlled.** The arms' placement was not controlled by abserve" in md
     assert "allowance plus the assumed placement bias" in md
     tpot = paths.html.read_text().split('id="traj-tpot.hl"', 1)[1].split("</figure>", 1)[0]
     assert "allowance + assumed placement bias" in tpot
     summary = json.loads(paths.json.read_text())["summary"]
-    assert summary["placement_known"] is False and "not controlled" in summary["placement_statement"]
+    assert summary["placement_known"] is False
+    assert "not controlled" in summary["placement_statement"]
 
 
 def test_unknown_placement_without_an_assumed_bias_says_a_fail_may_be_placement(tmp_path: Path) -> None:
@@ -173,16 +190,22 @@ def test_unknown_placement_without_an_assumed_bias_says_a_fail_may_be_placement(
 def test_an_unstable_drift_is_charted_open_and_skipped_in_junit(tmp_path: Path) -> None:
     j = judged(exchanges(128, shift=-0.001, drift_at=64), logged=False)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
-    assert tpot.outcome == "unstable" and tpot.drift is not None and tpot.drift.unstable
+    assert tpot.outcome == "unstable"
+    assert tpot.drift is not None
+    assert tpot.drift.unstable
     paths = write_report(j, tmp_path)
     fig = paths.html.read_text().split('id="traj-tpot.hl"', 1)[1].split("</figure>", 1)[0]
     drift = fig.split('<div class="drift">', 1)[1]
-    assert "drift over the run: unstable" in drift and "(UNSTABLE)" in drift and "allowance" in drift
+    assert "drift over the run: unstable" in drift
+    assert "(UNSTABLE)" in drift
+    assert "allowance" in drift
     assert "<details" not in fig
-    assert j.verdict == "inconclusive" and 'class="verdict inconclusive"' in paths.html.read_text()
+    assert j.verdict == "inconclusive"
+    assert 'class="verdict inconclusive"' in paths.html.read_text()
     case = next(c for c in ET.parse(paths.junit).getroot().iter("testcase") if c.get("name") == "tpot.hl")
     skipped = case.find("skipped")
-    assert skipped is not None and (skipped.get("message") or "").startswith("unstable:")
+    assert skipped is not None
+    assert (skipped.get("message") or "").startswith("unstable:")
 
 
 def test_a_gate_with_fewer_than_two_bounded_looks_gets_one_line_not_an_empty_chart(seq: Judgment,
@@ -200,10 +223,15 @@ def test_a_gate_with_fewer_than_two_bounded_looks_gets_one_line_not_an_empty_cha
 def test_report_json_has_a_summary_beside_the_unchanged_model(seq: Judgment, tmp_path: Path) -> None:
     data = json.loads(write_report(seq, tmp_path).json.read_text())
     s = data["summary"]
-    assert s["stop_reason"] == STOP and s["rounds"] == 6 and s["decided"] is True and s["sequential"]
-    assert s["warmup"] == seq.warmup_detail and s["placement_statement"] is None
+    assert s["stop_reason"] == STOP
+    assert s["rounds"] == 6
+    assert s["decided"] is True
+    assert s["sequential"]
+    assert s["warmup"] == seq.warmup_detail
+    assert s["placement_statement"] is None
     units = {g["name"]: g["unit"] for g in s["gates"]}
-    assert units["tpot.per_item"] == "s per item" and units["tpot.hl"] == "s"
+    assert units["tpot.per_item"] == "s per item"
+    assert units["tpot.hl"] == "s"
     assert Judgment.model_validate(data).model_dump(mode="json") == seq.model_dump(mode="json")
 
 
@@ -219,12 +247,16 @@ def test_a_fixed_sample_judgment_says_it_was_a_single_look(tmp_path: Path) -> No
 
 def test_trajectory_svg_needs_two_points_and_draws_band_estimate_and_references() -> None:
     one = svg.trajectory([svg.Point(8, 1.0, 0.0, 2.0)], [], "t", "ms")
-    assert "no data" in one and "<polygon" not in one
+    assert "no data" in one
+    assert "<polygon" not in one
     pts = [svg.Point(8, 1.0, -2.0, 4.0), svg.Point(16, 0.5, -1.0, 2.0), svg.Point(24, 0.4, -0.5, 1.0)]
     chart = svg.trajectory(pts, [svg.Reference(1.5, "allowed <1.5>"), svg.Reference(0.0, "")], "a & b", "ms")
-    assert chart.count("<circle") == 3 and chart.count('class="ref"') == 2
-    assert "allowed &lt;1.5&gt;" in chart and "a &amp; b" in chart
-    assert ">8<" in chart and ">24<" in chart  # integer ticks of pairs seen
+    assert chart.count("<circle") == 3
+    assert chart.count('class="ref"') == 2
+    assert "allowed &lt;1.5&gt;" in chart
+    assert "a &amp; b" in chart
+    assert ">8<" in chart
+    assert ">24<" in chart  # integer ticks of pairs seen
 
 
 def test_side_by_side_keeps_each_gates_unit(seq: Judgment, tmp_path: Path) -> None:
@@ -233,6 +265,8 @@ def test_side_by_side_keeps_each_gates_unit(seq: Judgment, tmp_path: Path) -> No
     md, html = paths.markdown.read_text(), paths.html.read_text()
     side = md.split("### Side by side", 1)[1].split("\n\n###", 1)[0]
     row = next(r for r in side.splitlines() if r.startswith("| tpot.per_item |"))
-    assert row.count("µs per item") == 2 and " ms" not in row
+    assert row.count("µs per item") == 2
+    assert " ms" not in row
     table = html.split('id="side-by-side"', 1)[1].split("</table>", 1)[0]
-    assert table.count("µs per item") == 2 and "n/a ms" not in table
+    assert table.count("µs per item") == 2
+    assert "n/a ms" not in table

@@ -54,7 +54,8 @@ def _check_after_kill(database_url: str, run_id: str, acked: int) -> None:
     store = Store.open(database_url)
     try:
         run = store.get_run(run_id)
-        assert run is not None and run.status == "interrupted"
+        assert run is not None
+        assert run.status == "interrupted"
         count = store.count_exchanges(run_id)
         assert count >= acked
         got = list(store.iter_exchanges(run_id))

@@ -22,9 +22,13 @@ def test_the_newest_run_and_its_exchanges(tmp_path: Path) -> None:
     finally:
         store.close()
     stored = latest_run(db)
-    assert stored is not None and stored.run.run_id == "newer" and len(stored.exchanges) == 3
+    assert stored is not None
+    assert stored.run.run_id == "newer"
+    assert len(stored.exchanges) == 3
     bare = latest_run(database_url(db), exchanges=False)
-    assert bare is not None and bare.run.run_id == "newer" and bare.exchanges == []
+    assert bare is not None
+    assert bare.run.run_id == "newer"
+    assert bare.exchanges == []
 
 
 def test_a_store_without_runs_has_no_latest(tmp_path: Path) -> None:

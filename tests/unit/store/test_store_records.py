@@ -106,7 +106,9 @@ def test_run_lifecycle(store: Store) -> None:
 
     store.finish_run("r1", "completed")
     done = store.get_run("r1")
-    assert done is not None and done.status == "completed" and done.ended_at is not None
+    assert done is not None
+    assert done.status == "completed"
+    assert done.ended_at is not None
     assert done.provenance == {"added": "later"}
 
     store.create_run(run_info("r0").model_copy(update={"started_at": 1.0}))

@@ -37,9 +37,11 @@ async def test_puts_from_asyncio_tasks_are_all_written(store: Store) -> None:
     await asyncio.gather(*(client(k) for k in range(20)))
     writer.close()
     assert store.count_exchanges("r1") == 200 == writer.written
-    assert writer.dropped == 0 and writer.queued == 0
+    assert writer.dropped == 0
+    assert writer.queued == 0
     run = store.get_run("r1")
-    assert run is not None and run.status == "running"  # close marks nothing
+    assert run is not None
+    assert run.status == "running"  # close marks nothing
 
 
 def test_flushes_in_background_within_the_interval(store: Store) -> None:
@@ -107,7 +109,8 @@ def test_refused_rows_are_dropped_alone(store: Store) -> None:
     for i in range(4):  # request 2 already stored: the batch fails as a whole
         writer.put(exchange("r1", i))
     writer.close()
-    assert writer.dropped == 1 and writer.written == 3
+    assert writer.dropped == 1
+    assert writer.written == 3
     assert store.count_exchanges("r1") == 4
 
 
@@ -126,7 +129,10 @@ def test_transient_failure_keeps_the_batch(store: Store, monkeypatch: pytest.Mon
     monkeypatch.setattr(store, "insert_exchanges", flaky)
     writer.put(exchange("r1", 1))
     writer.flush()
-    assert writer.errors == 1 and writer.written == 0 and writer.queued == 1
+    assert writer.errors == 1
+    assert writer.written == 0
+    assert writer.queued == 1
     writer.put(exchange("r1", 2))
     writer.close()
-    assert writer.written == 2 and store.count_exchanges("r1") == 2
+    assert writer.written == 2
+    assert store.count_exchanges("r1") == 2
