@@ -6,10 +6,17 @@
 # match). The traffic options are loadtest/locustfile.py's own `--abserve-*` options, the
 # same ones `abserve load` passes on the CPU path. Finally writes the exit code where the
 # router waits for it, and exits with it.
+# A failed request is data, not a failed load: Locust would exit 1 on the first one
+# (--exit-code-on-error), stop the plan and keep the report from running; the error rate is
+# the policy's to judge (max_error_rate), and the locustfile itself stops a profile whose
+# error rate is over the limit (exit 3). Every profile has a deadline (--run-time,
+# $ABSERVE_LOAD_DEADLINE_S), and the master waits for its workers only so long
+# (--expect-workers-max-wait), so a dead worker cannot hang the run.
 set -uf  # -f: plan items hold brackets, which must not glob
 out="${ABSERVE_LOAD_OUT:?}"
 workers="${ABSERVE_LOCUST_WORKERS:-1}"
 users="${ABSERVE_LOAD_USERS:-8}"
+deadline="${ABSERVE_LOAD_DEADLINE_S:-3600}"
 [ "$users" -ge "$workers" ] || users="$workers"  # every worker needs a user
 mkdir -p "$out"
 rc=0
@@ -21,7 +28,8 @@ for item in ${ABSERVE_LOAD_PLAN:?}; do
   [ "$overrides" = "$rest" ] && overrides=""
   echo "run-load: $profile, $requests requests, $users users on $workers worker(s)" >&2
   locust -f /app/loadtest/locustfile.py --headless --master \
-    --expect-workers "$workers" --users "$users" --spawn-rate "$users" \
+    --expect-workers "$workers" --expect-workers-max-wait 300 \
+    --users "$users" --spawn-rate "$users" --run-time "${deadline}s" --exit-code-on-error 0 \
     --host "${ABSERVE_TARGET:?}" \
     --abserve-profile "$profile" --abserve-requests "$requests" \
     --abserve-run-id "${ABSERVE_RUN_ID:?}" --abserve-out "$out/$profile" \

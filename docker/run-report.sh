@@ -2,17 +2,42 @@
 # The report service: first record each arm's lookup proof from the telemetry volume into
 # the store (`abserve prove`; compose, not abserve, started the arms), then judge and write
 # the report (`abserve report "$@"`), exiting with the verdict's code (0/1/2/3).
-# The noise-floor arm a2 is expected only when its telemetry directory exists.
+# Both read the store named by the report's own --db (SQLite or PostgreSQL alike), and the
+# arms proven are exactly the experiment's ($ABSERVE_ARMS: a b, or a b a2 with the floor).
+# A proof that cannot be recorded (no such run, store unreachable) is an error, exit 4,
+# never a verdict: scripts/signoff.sh reports it as a crashed report (invalid).
 set -eu
 run_id="${1:?usage: run-report.sh RUN_ID --db URL --out DIR --policy FILE}"
 root="${ABSERVE_TELEMETRY_ROOT:?ABSERVE_TELEMETRY_ROOT is not set}"
-db="${ABSERVE_DATABASE_URL:-sqlite:////runs/$run_id/abserve.db}"
+db=""
+prev=""
+for arg in "$@"; do
+  [ "$prev" = "--db" ] && db="$arg"
+  prev="$arg"
+done
+[ -n "$db" ] || { echo "run-report: no --db URL among the arguments" >&2; exit 4; }
 
-set -- "$@"
-expect="--expect a=linear --expect b=bisect"
-if [ -d "$root/a2" ]; then
-  expect="$expect --expect a2=linear"
-fi
+expect=""
+for arm in ${ABSERVE_ARMS:-a b}; do
+  case "$arm" in
+    a|a2) expect="$expect --expect $arm=linear" ;;
+    b) expect="$expect --expect $arm=bisect" ;;
+    *) echo "run-report: unknown arm '$arm' in ABSERVE_ARMS" >&2; exit 4 ;;
+  esac
+done
 # shellcheck disable=SC2086  # $expect is a list of words on purpose
-abserve prove "$run_id" --db "$db" --telemetry-root "$root" $expect
+abserve prove "$run_id" --db "$db" --telemetry-root "$root" $expect || {
+  echo "run-report: the arms' proofs could not be recorded in the store (abserve prove exit $?)" >&2
+  exit 4
+}
+# What each arm ran with (command line with --revision, the worker's determinism settings)
+# and the model revision, from the same telemetry, into the run's provenance.
+arm_options=""
+for arm in ${ABSERVE_ARMS:-a b}; do arm_options="$arm_options --arm $arm"; done
+# shellcheck disable=SC2086
+python -m abserve.deploy.record_arms "$run_id" --db "$db" --telemetry-root "$root" $arm_options \
+  --model "${ABSERVE_MODEL:-}" --revision "${ABSERVE_MODEL_REVISION:-}" || {
+  echo "run-report: the arms' provenance could not be recorded (exit $?)" >&2
+  exit 4
+}
 exec abserve report "$@"

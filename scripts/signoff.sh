@@ -6,7 +6,9 @@
 # (arms -> router -> Locust -> report) under a fresh run id, saves every container's log
 # to runs/<id>/compose.log, tears the stack down, and exits with the report's code:
 #   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid (also: the report never ran).
-# Needs Docker with the NVIDIA container toolkit and Compose v2.20+; .env from .env.example.
+# Needs Docker with the NVIDIA container toolkit and Compose v2.20+; .env from .env.example
+# (ABSERVE_ENV_FILE names another file; COMPOSE_FILE=docker-compose.yml:docker-compose.cpu.yml
+# runs the CPU stack, as scripts/compose-check.sh does).
 # Extra arguments after CONFIG go to `docker compose up` (e.g. --scale locust-worker=4,
 # which must match ABSERVE_LOCUST_WORKERS).
 set -euo pipefail
@@ -15,12 +17,13 @@ cd "$(dirname "$0")/.."
 CONFIG="${1:-configs/gpu-qwen2.5-vl-3b.yaml}"
 shift || true
 INVALID=3
+ENV_FILE="${ABSERVE_ENV_FILE:-.env}"
 
 die() { echo "signoff: $*" >&2; exit "$INVALID"; }
 
 [ -f "$CONFIG" ] || die "no such config: $CONFIG"
-[ -f .env ] || die "no .env: cp .env.example .env and set ABSERVE_API_KEY and the GPU placement"
-grep -Eq '^ABSERVE_API_KEY=.{16,}' .env || die "set ABSERVE_API_KEY (16+ characters) in .env"
+[ -f "$ENV_FILE" ] || die "no $ENV_FILE: cp .env.example .env and set ABSERVE_API_KEY and the GPU placement"
+grep -Eq '^ABSERVE_API_KEY=.{16,}' "$ENV_FILE" || die "set ABSERVE_API_KEY (16+ characters) in $ENV_FILE"
 docker compose version >/dev/null 2>&1 || die "docker compose (v2) is required"
 
 name="$(basename "$CONFIG" .yaml)"
@@ -28,18 +31,24 @@ export ABSERVE_RUN_ID="${ABSERVE_RUN_ID_OVERRIDE:-signoff-$name-$(date -u +%Y%m%
 export ABSERVE_UID ABSERVE_GID
 ABSERVE_UID="$(id -u)"
 ABSERVE_GID="$(id -g)"
-runs_dir="$(sed -n 's/^ABSERVE_RUNS_DIR=//p' .env | tail -n 1)"
+runs_dir="$(sed -n 's/^ABSERVE_RUNS_DIR=//p' "$ENV_FILE" | tail -n 1)"
 run_dir="${runs_dir:-./runs}/$ABSERVE_RUN_ID"
 mkdir -p "$run_dir" reports
+# The Hugging Face cache exists before compose mounts it, created by the host user: model-fetch
+# runs as that user (Docker would create a missing folder as root).
+hf_cache="$(sed -n 's/^ABSERVE_HF_CACHE=//p' "$ENV_FILE" | tail -n 1)"
+hf_cache="${ABSERVE_HF_CACHE:-${hf_cache:-~/.cache/huggingface}}"
+case "$hf_cache" in "~"*) hf_cache="$(echo ~)${hf_cache#\~}" ;; esac
+mkdir -p "$hf_cache"
 echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
 
-docker compose --env-file .env build
+docker compose --env-file "$ENV_FILE" build
 docker run --rm --network none --entrypoint python \
   -v "$PWD/configs:/app/configs:ro" abserve/service:local \
   -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" \
   || die "$CONFIG does not fit docker-compose.yml (see the message above)"
 
-dc=(docker compose --env-file .env --env-file "$run_dir/compose.env")
+dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
 cleanup() {
   "${dc[@]}" logs --no-color --timestamps > "$run_dir/compose.log" 2>&1 || true
   "${dc[@]}" down --remove-orphans >/dev/null 2>&1 || true

@@ -69,6 +69,8 @@ class ProcessTelemetry:
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     schema: int = TELEMETRY_SCHEMA
+    argv: list[str] = field(default_factory=list)  # the process's command line
+    environment: dict[str, str] = field(default_factory=dict)  # RECORDED_ENV, at the last flush
 
     @property
     def effective_mode(self) -> str | None:
@@ -85,6 +87,19 @@ class ProcessTelemetry:
         payload = dict(data)
         payload["counters"] = Counters(**payload.get("counters", {}))
         return cls(**payload)
+
+
+# Settings that decide whether two arms can be held to equal outputs, recorded as each process
+# sees them at every flush: vLLM changes some of them itself after start (under
+# VLLM_BATCH_INVARIANT=1 it sets CUBLAS_WORKSPACE_CONFIG, ":16:8" on Hopper and Blackwell),
+# so what a config asked for is not necessarily what ran.
+RECORDED_ENV = ("VLLM_BATCH_INVARIANT", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
+                "VLLM_USE_V2_MODEL_RUNNER", "PYTHONHASHSEED", "HF_HUB_OFFLINE")
+
+
+def recorded_environment() -> dict[str, str]:
+    """The ``RECORDED_ENV`` variables that are set in this process now."""
+    return {key: os.environ[key] for key in RECORDED_ENV if key in os.environ}
 
 
 def process_role(process_name: str) -> str:
@@ -123,6 +138,7 @@ class TelemetryWriter:
 
     def flush(self) -> None:
         self.record.updated_at = time.time()
+        self.record.environment = recorded_environment()
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.record.to_json(), sort_keys=True))
         os.replace(tmp, self.path)

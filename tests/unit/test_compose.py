@@ -226,7 +226,8 @@ def test_the_router_refuses_to_start_without_an_api_key() -> None:
 
 def test_locust_workers_scale_and_follow_the_master() -> None:
     worker = resolved("gpu-qwen2.5-vl-3b.yaml")["services"]["locust-worker"]
-    assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
+    assert worker["entrypoint"] == ["/app/docker/run-worker.sh"]  # locust --worker --master-host
+    assert worker["environment"].get("ABSERVE_LOCUST_MASTER", "locust-master") == "locust-master"
     assert "container_name" not in worker  # --scale needs unnamed containers
     assert not worker.get("ports")
 

@@ -1,0 +1,117 @@
+"""What a compose sign-off must have produced, checked from its ``report.json``.
+
+``scripts/compose-check.sh`` runs the GPU host's stack on a CPU machine and then asks this
+module whether the run went through every piece: the report exists and its verdict matches
+the exit code ``scripts/signoff.sh`` returned, the run completed, each arm *proved* the lookup
+it was meant to run (abserve's plugin counted it inside the worker's gather step), every
+request reached both arms and none of them failed, outputs were compared and none differed,
+and (for a rotation) the blocks and placements are there. Pure checks over the parsed JSON;
+``main`` is the thin CLI: ``python -m abserve.deploy.check_report REPORT_DIR [options]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from abserve.compare.model import EXIT_CODES
+
+
+def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
+          min_exchanges: int = 1, blocks: int | None = None) -> list[str]:
+    """Every way ``report`` falls short of a sound sign-off that exited with ``exit_code``."""
+    problems: list[str] = []
+    verdict = report.get("verdict")
+    if EXIT_CODES.get(str(verdict)) != exit_code or report.get("exit_code") != exit_code:
+        problems.append(f"verdict {verdict!r} (report exit {report.get('exit_code')}) "
+                        f"does not match the sign-off's exit code {exit_code}")
+    if verdict == "invalid":
+        problems.append(f"invalid run: {report.get('invalid_reasons')}")
+    if report.get("run_status") != "completed":
+        problems.append(f"run status {report.get('run_status')!r}, expected 'completed'")
+    if int(report.get("exchanges_total", 0)) < min_exchanges:
+        problems.append(f"{report.get('exchanges_total')} exchanges, expected at least {min_exchanges}")
+    arms = report.get("arms", {})
+    for arm, mode in expect.items():
+        summary = arms.get(arm)
+        if summary is None:
+            problems.append(f"arm {arm!r} is missing from the report")
+            continue
+        if summary.get("proven_lookup") != mode:
+            problems.append(f"arm {arm!r} proved {summary.get('proven_lookup')!r}, expected {mode!r}: "
+                            f"{summary.get('proof_detail')}")
+        if summary.get("error_rate", 0) > 0:
+            problems.append(f"arm {arm!r} failed requests: {summary.get('errors')}")
+    problems += _equality_problems(report)
+    if blocks is not None:
+        problems += _block_problems(report, blocks)
+    return problems
+
+
+def _equality_problems(report: dict[str, Any]) -> list[str]:
+    lines = report.get("equality") or []
+    if not lines:
+        return ["no equality line: the arms' outputs were not compared"]
+    out = []
+    for line in lines:
+        pair = f"{line.get('left')} vs {line.get('right')}"
+        if not line.get("comparable"):
+            out.append(f"{pair}: no comparable exchange")
+        if line.get("summary", {}).get("mismatches"):
+            out.append(f"{pair}: {line['summary']['mismatches']} mismatches {line['summary'].get('counts')}")
+    return out
+
+
+def _block_problems(report: dict[str, Any], blocks: int) -> list[str]:
+    recorded = report.get("provenance", {}).get("blocks") or []
+    placements = {str(b.get("placement_label") or json.dumps(b.get("placement"), sort_keys=True))
+                  for b in recorded if isinstance(b, dict)}
+    out = []
+    if len(recorded) != blocks:
+        out.append(f"{len(recorded)} blocks in the provenance, expected {blocks}")
+    if blocks >= 2 and len(placements) < 2:
+        out.append(f"the blocks ran in one placement only: {sorted(placements)}")
+    return out
+
+
+def _expectations(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        arm, sep, mode = item.partition("=")
+        if not sep or not arm or not mode:
+            raise ValueError(f"--expect takes ARM=MODE, got {item!r}")
+        out[arm] = mode
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when the report in REPORT_DIR passes every check, 1 (with each problem) if not."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report_dir", type=Path)
+    parser.add_argument("--exit-code", type=int, required=True, help="what scripts/signoff.sh returned")
+    parser.add_argument("--expect", action="append", default=[], help="ARM=MODE, e.g. b=bisect")
+    parser.add_argument("--min-exchanges", type=int, default=1)
+    parser.add_argument("--blocks", type=int, default=None, help="a rotation: its number of blocks")
+    args = parser.parse_args(argv)
+    path = args.report_dir / "report.json"
+    try:
+        report = json.loads(path.read_text())
+        problems = check(report, args.exit_code, _expectations(args.expect),
+                         min_exchanges=args.min_exchanges, blocks=args.blocks)
+    except (OSError, ValueError) as exc:
+        problems = [str(exc)]
+    for problem in problems:
+        print(f"check_report: {path}: {problem}", file=sys.stderr)
+    if not problems:
+        arms = report.get("arms", {})
+        proofs = ", ".join(f"{a}={arms[a]['proven_lookup']}" for a in sorted(arms))
+        print(f"check_report: {path}: {report['verdict']} (exit {args.exit_code}), "
+              f"{report['exchanges_total']} exchanges, proven {proofs}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""``abserve.deploy.check_report`` (what compose-check asserts of a sign-off) and
+``abserve.deploy.record_arms`` (what each compose arm ran with), on small real inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from abserve.deploy.check_report import check, main
+from abserve.deploy.record_arms import arm_record
+from abserve.telemetry import ProcessTelemetry
+
+
+def report(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "verdict": "inconclusive", "exit_code": 2, "run_status": "completed", "exchanges_total": 8,
+        "arms": {"a": {"proven_lookup": "linear", "error_rate": 0.0},
+                 "b": {"proven_lookup": "bisect", "error_rate": 0.0}},
+        "equality": [{"left": "a", "right": "b", "comparable": 8, "summary": {"mismatches": 0}}],
+        "provenance": {"blocks": [{"placement_label": "a:gpu0,b:gpu1"},
+                                  {"placement_label": "a:gpu1,b:gpu0"}]},
+    }
+    base.update(changes)
+    return base
+
+
+EXPECT = {"a": "linear", "b": "bisect"}
+
+
+def test_a_sound_sign_off_passes() -> None:
+    assert check(report(), 2, EXPECT, min_exchanges=8, blocks=2) == []
+
+
+@pytest.mark.parametrize(("changes", "code", "needle"), [
+    ({}, 1, "does not match"),
+    ({"verdict": "invalid", "exit_code": 3, "invalid_reasons": ["arm b died"]}, 3, "invalid run"),
+    ({"run_status": "interrupted"}, 2, "run status"),
+    ({"arms": {"a": {"proven_lookup": "linear"}, "b": {"proven_lookup": None}}}, 2, "proved None"),
+    ({"arms": {"a": {"proven_lookup": "linear"}}}, 2, "missing"),
+    ({"equality": []}, 2, "not compared"),
+    ({"equality": [{"left": "a", "right": "b", "comparable": 8, "summary": {"mismatches": 1}}]}, 2,
+     "1 mismatches"),
+    ({"provenance": {"blocks": [{"placement_label": "a:gpu0,b:gpu1"}] * 2}}, 2, "one placement"),
+])
+def test_each_shortfall_is_named(changes: dict[str, Any], code: int, needle: str) -> None:
+    problems = check(report(**changes), code, EXPECT, blocks=2)
+    assert any(needle in p for p in problems), problems
+
+
+def test_main_reads_the_report_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "report.json").write_text(json.dumps(report()))
+    assert main([str(tmp_path), "--exit-code", "2", "--expect", "a=linear", "--expect", "b=bisect"]) == 0
+    assert "proven a=linear, b=bisect" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing"), "--exit-code", "2"]) == 1
+
+
+def test_an_arms_record_is_its_servers_argv_and_its_workers_last_settings() -> None:
+    api = ProcessTelemetry(pid=1, process_name="MainProcess", role="api_server", mode="bisect",
+                           scope="runner", vllm_version="0.33.0",
+                           argv=["api_server.py", "--model", "m", "--revision", "abc"])
+    old = ProcessTelemetry(pid=2, process_name="VllmWorker-0", role="worker", mode="bisect", scope="runner",
+                           vllm_version="0.33.0", environment={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+                           updated_at=1.0)
+    new = ProcessTelemetry(pid=3, process_name="VllmWorker-0", role="worker", mode="bisect", scope="runner",
+                           vllm_version="0.33.0", environment={"CUBLAS_WORKSPACE_CONFIG": ":16:8"},
+                           updated_at=2.0)
+    record = arm_record([api, old, new])
+    assert record["server_args"] == ["--model", "m", "--revision", "abc"]
+    assert record["environment"] == {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}
