@@ -221,8 +221,8 @@ def decision_needs(judgment: Judgment | FamilyJudgment, requests: int, pace: flo
     """What budget the undecided critical gates would need (``pace``: seconds per request of
     load), as text for the stop reason."""
     if isinstance(judgment, FamilyJudgment):
-        return "".join(f" [{arm}]{decision_needs(one, requests, pace)}"
-                       for arm, one in judgment.judgments.items() if one.verdict not in DECIDED)
+        needs = {arm: decision_needs(one, requests, pace) for arm, one in judgment.judgments.items()}
+        return "".join(f" [{arm}]{text}" for arm, text in needs.items() if text)
     parts = []
     for line in judgment.metrics:
         if not line.critical or line.outcome in DECIDED:
