@@ -91,3 +91,22 @@ def info(*, proven_b: str | None = "bisect", log: dict[str, object] | None = Non
 def judged(ex: list[Exchange] | None = None, *, proven_b: str | None = "bisect",
            log: dict[str, object] | None = None) -> Judgment:
     return judge(info(proven_b=proven_b, log=log), ex if ex is not None else exchanges(), policy())
+
+
+def corpus_exchange(index: int, like: Exchange, *, profile: str = "interleaved", seed: int = 11,
+                    scheme: str = "blake3") -> Exchange:
+    """``like`` made into the request abserve's corpus sends at (profile, seed, index): its tags
+    and its image hashes as the router records them (``scheme:<hex>`` of each image URL)."""
+    import orjson
+
+    from abserve.report.thumbnails import url_hash
+    from abserve.traffic.corpus import build_entry
+    from abserve.traffic.profiles import load_profile
+
+    entry = build_entry(load_profile(profile), seed, index, "tiny")
+    parts = orjson.loads(entry.body)["messages"][0]["content"]
+    urls = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
+    tags = {**like.tags, "profile": profile, "seed": str(seed), "corpus-index": str(index),
+            "items": str(len(urls))}
+    hashes = [url_hash(u, scheme) or "" for u in urls]
+    return like.model_copy(update={"tags": tags, "image_hashes": hashes})

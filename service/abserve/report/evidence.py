@@ -8,7 +8,10 @@ chose the same token.
 
 Images: the store keeps no image bytes, sizes or prompt positions (the router hashes each image
 URL and keeps only the hashes, in prompt order), so a request's images are shown as their count,
-their order and the start of their hash, and the corpus tags that rebuild the request.
+their order and the start of their hash; for the first ``MAX_REBUILT`` mismatches a request that
+abserve's load generator sent is rebuilt from its corpus tags, and its images are shown as
+thumbnails with their positions in the prompt when they hash to the recorded ones
+(``abserve.report.thumbnails``).
 
 Pure: built from the ``Judgment`` and the exchanges the report command read from the store.
 """
@@ -21,11 +24,15 @@ from dataclasses import dataclass, field
 from abserve.compare.equality import PairResult
 from abserve.compare.model import Judgment
 from abserve.records import ArmOutcome, Exchange
+from abserve.report.thumbnails import Rebuilt, rebuild
 
+MAX_REBUILT = 5  # mismatches whose images are rebuilt as thumbnails (a many-image request takes ~1 s)
 CONTEXT = 12  # tokens shown before the divergence
 AFTER = 12  # and after it
 IMAGE_NOTE = ("The store keeps no image bytes, sizes or prompt positions: the router records only "
-              "a hash of each image, in prompt order (image 1 comes first in the prompt).")
+              "a hash of each image, in prompt order (image 1 comes first in the prompt). A request "
+              "that abserve's load generator sent is rebuilt from its corpus tags, and its images are "
+              "shown with their prompt positions only when they hash to the recorded ones.")
 REBUILD_TAGS = ("profile", "corpus-index", "seed", "items", "token-estimate")
 
 
@@ -62,6 +69,7 @@ class Mismatch:
     drift: list[DriftRow] = field(default_factory=list)  # largest |Δlogprob| first
     images: list[str] = field(default_factory=list)  # hash prefixes, prompt order
     rebuild: dict[str, str] = field(default_factory=dict)  # corpus tags
+    rebuilt: Rebuilt | None = None  # thumbnails and prompt positions, or why there are none
 
 
 def short_hash(h: str) -> str:
@@ -93,7 +101,9 @@ def drift_rows(left: ArmOutcome, right: ArmOutcome, limit: int = 5) -> list[Drif
     return sorted(rows, key=lambda r: -abs(r.delta))[:limit]
 
 
-def mismatch(result: PairResult, ex: Exchange) -> Mismatch | None:
+def mismatch(result: PairResult, ex: Exchange,
+             provenance: dict[str, object] | None = None) -> Mismatch | None:
+    """One mismatch's view; ``provenance`` (the run's) asks for its images rebuilt."""
     left, right = ex.arms.get(result.left), ex.arms.get(result.right)
     if left is None or right is None:
         return None
@@ -105,6 +115,7 @@ def mismatch(result: PairResult, ex: Exchange) -> Mismatch | None:
         left_len=len(lt), right_len=len(rt), drift=drift_rows(left, right),
         images=[short_hash(h) for h in ex.image_hashes],
         rebuild={k: v for k, v in ex.tags.items() if k in REBUILD_TAGS},
+        rebuilt=None if provenance is None else rebuild(ex, provenance),
     )
 
 
@@ -112,10 +123,11 @@ def mismatches(j: Judgment, exchanges: Mapping[str, Exchange] | None) -> list[Mi
     """The main pair's examples with their outputs (empty without the exchanges)."""
     if not exchanges or not j.equality:
         return []
-    out = []
+    out: list[Mismatch] = []
     for result in j.equality[0].examples:
         ex = exchanges.get(result.request_id)
-        view = mismatch(result, ex) if ex is not None else None
+        prov = j.provenance if len(out) < MAX_REBUILT else None
+        view = mismatch(result, ex, prov) if ex is not None else None
         if view is not None:
             out.append(view)
     return out

@@ -47,6 +47,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Judgmen
     root = tmp_path_factory.mktemp("reports")
     ok = rr.judged()
     ex = rr.exchanges(32, mismatch_at=21)
+    ex[21] = rr.corpus_exchange(3, ex[21])  # its images rebuilt from the corpus: thumbnails
     bad = rr.judged(ex, log=rr.sequential_log(2, "decided after 2 rounds: equality failed"))
     evidence = {e.request_id: e for e in ex if e.request_id in wanted(bad)}
     return {"pass": (ok, write_report(ok, root / "pass").html),
@@ -89,10 +90,13 @@ def test_first_screen_tells_verdict_effect_and_equality(browser: Any, name: str,
 
 @pytest.mark.timeout(180)
 def test_accessible_and_no_empty_panel(browser: Any, reports: dict[str, tuple[Judgment, Path]]) -> None:
-    for _, html in reports.values():
+    for j, html in reports.values():
         page, _ = open_page(browser, html, DESKTOP)
         assert audit(page) == []
         assert page.locator("svg").count() >= 6
+        if j.verdict == "fail":  # the mismatch's thumbnails were decoded and laid out
+            widths = page.eval_on_selector_all(".thumbs img", "is => is.map(i => i.naturalWidth)")
+            assert widths and all(0 < w <= 64 for w in widths)
         for closed in ("#placement-details", "#breakdown-details"):
             assert page.locator(closed).get_attribute("open") is None
         page.close()

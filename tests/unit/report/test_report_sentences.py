@@ -219,3 +219,28 @@ def test_a_long_run_draws_a_bounded_number_of_look_markers() -> None:
     chart = svg.trajectory(many, [], "t", "y")
     assert chart.count("<circle") <= svg.MAX_DOTS and "n=313:" in chart  # the last look is marked
     assert chart.count(",") > 2 * 313  # the band and the line keep every look
+
+
+@pytest.mark.parametrize("scheme", ["blake3", "sha256"])
+def test_a_mismatch_from_the_corpus_shows_its_images_as_thumbnails_with_positions(
+        tmp_path: Path, scheme: str) -> None:
+    ex = rr.exchanges(32, mismatch_at=21)
+    ex[21] = rr.corpus_exchange(3, ex[21], scheme=scheme)
+    ex[22] = rr.corpus_exchange(4, ex[22], scheme=scheme)
+    ex[22].image_hashes[0] = "blake3:" + "0" * 64  # not what the corpus rebuilds
+    ex[22].arms["b"] = ex[21].arms["b"].model_copy()  # a second mismatch
+    j = rr.judged(ex, log=rr.sequential_log(2, "decided after 2 rounds: equality failed"))
+    paths = write_report(j, tmp_path, exchanges={e.request_id: e for e in ex if e.request_id in wanted(j)})
+    html = paths.html.read_text()
+    first = html.split('id="mismatch-1"', 1)[1].split('<div class="mismatch"', 1)[0]
+    n = int(ex[21].tags["items"])
+    assert first.count('<img src="data:image/jpeg;base64,') == min(n, 12)
+    assert f'alt="image 1 of {n}, part 2 of {2 * n + 1}, after ' in first  # interleaved: text first
+    assert "rebuilt from the corpus (profile interleaved, seed 11, index 3); all" in first
+    second = html.split('id="mismatch-2"', 1)[1]
+    assert "<img" not in second.split("</div>", 1)[0]
+    assert "do not hash to the recorded ones" in second
+    md = paths.markdown.read_text()
+    assert "- image positions in the prompt (rebuilt from the corpus" in md and "1 part 2 of" in md
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)
+    assert all(u.startswith(("#", "data:,", "data:image/jpeg;base64,")) for u in urls)  # nothing fetched
