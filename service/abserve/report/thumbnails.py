@@ -93,7 +93,16 @@ def _thumb(url: str) -> str:
 
 
 def rebuild(ex: Exchange, provenance: dict[str, object]) -> Rebuilt:
-    """The first ``MAX_THUMBS`` images of ``ex`` as thumbnails with their prompt positions."""
+    """The first ``MAX_THUMBS`` images of ``ex`` as thumbnails with their prompt positions.
+
+    Optional evidence never breaks the report: any failure is said in one line instead."""
+    try:
+        return _rebuild(ex, provenance)
+    except Exception as exc:  # a corpus or image that cannot be rebuilt is reported, not raised
+        return Rebuilt(f"thumbnails not shown: the rebuild failed ({type(exc).__name__}: {exc})")
+
+
+def _rebuild(ex: Exchange, provenance: dict[str, object]) -> Rebuilt:
     if not ex.image_hashes:
         return Rebuilt("no image hash recorded")
     content = _content(ex, provenance)

@@ -244,3 +244,13 @@ def test_a_mismatch_from_the_corpus_shows_its_images_as_thumbnails_with_position
     assert "- image positions in the prompt (rebuilt from the corpus" in md and "1 part 2 of" in md
     urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)
     assert all(u.startswith(("#", "data:,", "data:image/jpeg;base64,")) for u in urls)  # nothing fetched
+
+
+def test_a_corpus_that_cannot_be_rebuilt_is_said_not_raised() -> None:
+    from abserve.report.thumbnails import rebuild
+
+    ex = rr.corpus_exchange(3, rr.exchanges(1)[0])
+    bad_plan = {"load_plan": [{"profile": "interleaved", "set": {"images.count": "many"}}]}
+    assert rebuild(ex, bad_plan).note.startswith("thumbnails not shown: the corpus cannot be rebuilt")
+    ex.tags.pop("corpus-index")
+    assert "no corpus tags" in rebuild(ex, {}).note
