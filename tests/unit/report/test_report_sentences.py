@@ -250,7 +250,7 @@ def test_a_corpus_that_cannot_be_rebuilt_is_said_not_raised() -> None:
     from abserve.report.thumbnails import rebuild
 
     ex = rr.corpus_exchange(3, rr.exchanges(1)[0])
-    bad_plan = {"load_plan": [{"profile": "interleaved", "set": {"images.count": "many"}}]}
+    bad_plan: dict[str, object] = {"load_plan": [{"profile": "interleaved", "set": {"images.count": "many"}}]}
     assert rebuild(ex, bad_plan).note.startswith("thumbnails not shown: the corpus cannot be rebuilt")
     ex.tags.pop("corpus-index")
     assert "no corpus tags" in rebuild(ex, {}).note
