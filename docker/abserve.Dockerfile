@@ -22,8 +22,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 WORKDIR /app
+# The dependencies of abserve[service] first, in a layer of their own (read from
+# pyproject.toml), so that a change to abserve's code rebuilds only the small layer below.
 COPY pyproject.toml README.md /app/
-COPY service /app/service
 # hadolint ignore=SC2086
 RUN set -e; \
     if [ -n "$EXTRA_CA_CERTS" ]; then \
@@ -31,11 +32,16 @@ RUN set -e; \
       export PIP_CERT=/tmp/build-ca.pem; \
     fi; \
     python3 -m venv /opt/venv; \
-    pip install $PIP_OPTIONS "/app[service]"; \
-    rm -f /tmp/build-ca.pem; \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
+print("\n".join(p["project"]["optional-dependencies"]["service"] + ["setuptools", "wheel"]))' > /tmp/service.txt; \
+    pip install $PIP_OPTIONS -r /tmp/service.txt; \
+    rm -f /tmp/build-ca.pem /tmp/service.txt; \
     useradd --create-home --uid 10001 abserve; \
     mkdir -p /runs /reports; \
     chown abserve:abserve /runs /reports
+COPY service /app/service
+# abserve itself, against the dependencies above (the same as pip install "/app[service]").
+RUN pip install $PIP_OPTIONS --no-deps --no-build-isolation "/app[service]"
 # Load profiles and their locustfile; configs are mounted read-only at run time (compose)
 # and copied here as well so the image also works on its own.
 COPY loadtest /app/loadtest

@@ -88,9 +88,12 @@ cp .abserve/models/tiny-llava/* "$snapshot/"
 
 api_key="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(24))')"
 # The wheelhouse, served on loopback to the builds (docker-compose.cpu.yml) until teardown.
-wheels_port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# A fixed port: the URL is a build argument, and a new value would void the builds' cache.
+wheels_port="${ABSERVE_WHEELS_PORT:-38631}"
 "$PY" -m http.server --bind 127.0.0.1 --directory docker/wheels "$wheels_port" >/dev/null 2>&1 &
 wheels_pid=$!
+sleep 1
+kill -0 "$wheels_pid" 2>/dev/null || fail "cannot serve the wheelhouse on 127.0.0.1:$wheels_port (set ABSERVE_WHEELS_PORT)"
 router_port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat > "$ENV_FILE" <<ENV
 # Written by scripts/compose-check.sh for the CPU stack (regenerated every run).
