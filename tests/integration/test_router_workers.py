@@ -6,7 +6,8 @@ fresh connection, so the kernel spreads them over both workers. Checked: every e
 acknowledged to the client (its ``x-abserve-request-id``) is stored exactly once, both
 workers answered some, ``/metrics`` counts the requests of all workers whichever answers,
 the run is created once and ``completed`` after SIGTERM. Settings several workers cannot
-share (SQLite) are refused with a usage error.
+share (SQLite) are refused with a usage error; a port already taken stops the supervisor
+before it touches the store.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -132,6 +134,19 @@ def test_several_workers_refuse_sqlite(tmp_path: Path) -> None:
                            "--workers", "2"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "PostgreSQL" in done.stderr
+
+
+def test_a_taken_port_is_a_startup_error_before_the_store_is_touched(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config, _ = _config(tmp_path, ["http://127.0.0.1:9", "http://127.0.0.1:9"],
+                            f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none")
+        done = subprocess.run([sys.executable, "-m", "abserve", "router", "--config", str(config),
+                               "--port", str(taken.getsockname()[1]), "--workers", "2"],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "cannot listen on 127.0.0.1" in done.stderr
 
 
 def test_worker_shares_sum_to_the_router_wide_limit() -> None:

@@ -93,8 +93,13 @@ def register(app: typer.Typer) -> None:
             min=1, help="Router processes behind the port (more than 1 needs PostgreSQL)")] = 1,
     ) -> None:
         """Serve the A/B router (fan-out to every arm, relay the primary, record all)."""
+        from abserve.router.workers import StartupError
+
         try:
             serve(config, host, port, workers)
         except ValueError as exc:  # settings refused (pydantic ValidationError is one)
             typer.echo(f"router: invalid settings: {exc}", err=True)
             raise typer.Exit(2) from exc
+        except StartupError as exc:
+            typer.echo(f"router: {exc}", err=True)
+            raise typer.Exit(3) from exc

@@ -52,6 +52,11 @@ from abserve.router.settings import RouterSettings, load_settings
 
 log = logging.getLogger("abserve.router")
 RESTART_PAUSE_S = 1.0  # between a worker's death and its replacement
+STARTUP_GRACE_S = 20.0  # a worker that dies sooner after its start is not restarted
+
+
+class StartupError(RuntimeError):
+    """The router could not start: the port is taken, or a worker died while starting."""
 
 
 def worker_share(limit: int, workers: int, index: int) -> int:
@@ -100,9 +105,12 @@ class Supervisor:
         self.config, self.settings, self.workers = config, settings, workers
         self.overrides = {**overrides, "run_id": settings.run_id}
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = [0.0] * workers  # monotonic start time of each worker
         self.stopping = False
+        self._restarted = 0
 
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        self.started[index] = time.monotonic()
         args = [sys.executable, "-m", "abserve.router.workers", "--config", str(self.config),
                 "--workers", str(self.workers), "--index", str(index),
                 "--overrides", json.dumps(self.overrides)]
@@ -112,19 +120,24 @@ class Supervisor:
         self.stopping = True
 
     def run(self) -> int:
-        """Serve until SIGINT/SIGTERM; returns the number of worker restarts."""
+        """Serve until SIGINT/SIGTERM; returns the number of worker restarts. Raises
+        ``StartupError`` when the port cannot be held or a worker dies while starting (the
+        run, if created, is then ``interrupted``)."""
         from abserve.records import RunInfo
         from abserve.store import Store
 
         s = self.settings
+        try:
+            held = bind_port(s.host, s.port, listen=False)
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {s.host}:{s.port}: {exc.strerror}") from exc
+        self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
         store = Store.open(s.effective_database_url)
         store.create_run(RunInfo(run_id=s.run_id, started_at=time.time(),
                                  config={**s.public_config(), "workers": self.workers}))
         metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
         env = {**os.environ, MULTIPROC_ENV: metrics_dir}
-        held = bind_port(s.host, s.port, listen=False)
-        self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
-        restarts = 0
+        restarts, failed = 0, None
         old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.procs = [self._spawn(i, env) for i in range(self.workers)]
@@ -132,22 +145,36 @@ class Supervisor:
                      self.workers, s.host, s.port)
             while not self.stopping:
                 time.sleep(0.2)
-                for i, proc in enumerate(self.procs):
-                    if proc.poll() is not None and not self.stopping:
-                        log.error("router worker %d (pid %d) exited with %s; restarting",
-                                  i, proc.pid, proc.returncode)
-                        time.sleep(RESTART_PAUSE_S)
-                        self.procs[i] = self._spawn(i, env)
-                        restarts += 1
+                failed = self._replace_dead(env)
+                restarts += self._restarted
+                self.stopping = self.stopping or failed is not None
         finally:
             self._shutdown()
             held.close()
             for sig, handler in old.items():
                 signal.signal(sig, handler)
-            store.finish_run(s.run_id, "completed")
+            store.finish_run(s.run_id, "completed" if failed is None else "interrupted")
             store.close()
             shutil.rmtree(metrics_dir, ignore_errors=True)
+        if failed is not None:
+            raise StartupError(failed)
         return restarts
+
+    def _replace_dead(self, env: dict[str, str]) -> str | None:
+        """Restart workers that died after starting; the reason to stop when one died
+        within ``STARTUP_GRACE_S`` of its start (a restart would fail the same way)."""
+        self._restarted = 0
+        for i, proc in enumerate(self.procs):
+            if proc.poll() is None or self.stopping:
+                continue
+            if time.monotonic() - self.started[i] < STARTUP_GRACE_S:
+                return f"router worker {i} exited with {proc.returncode} while starting"
+            log.error("router worker %d (pid %d) exited with %s; restarting", i, proc.pid,
+                      proc.returncode)
+            time.sleep(RESTART_PAUSE_S)
+            self.procs[i] = self._spawn(i, env)
+            self._restarted += 1
+        return None
 
     def _shutdown(self) -> None:
         for proc in self.procs:
