@@ -9,7 +9,8 @@ client ``vllm bench serve`` (a third-party OpenAI-compatible client), ``abserve 
 - ``RouterProcess(config, port, api_key, log)``: ``abserve router`` in its own session; a
   context manager that waits for ``/livez`` and, on exit, stops it with SIGTERM by PID.
 - ``bench_command(...)``: the ``vllm bench serve`` command line (random-mm dataset, chat
-  endpoint, temperature 0, every request carrying ``X-Request-ID``: ``PREFIX<i>``).
+  endpoint, temperature 0 unless told otherwise, every request carrying ``X-Request-ID``:
+  ``PREFIX<i>``).
 - ``abserve(*args)``: run an ``abserve`` subcommand, return the completed process.
 """
 
@@ -112,13 +113,16 @@ class RouterProcess:
 
 def bench_command(base_url: str, model: str, tokenizer: str, *, num_prompts: int, images: int,
                   input_len: int, output_len: int, concurrency: int, seed: int,
-                  request_id_prefix: str, result_dir: Path, image_size: int = 64) -> list[str]:
+                  request_id_prefix: str, result_dir: Path, image_size: int = 64,
+                  temperature: float | None = 0.0, ready_check_s: int = 60) -> list[str]:
     """``vllm bench serve`` against ``base_url``: ``num_prompts`` chat requests of
     ``input_len`` random tokens and exactly ``images`` random ``image_size``-pixel images
-    each, ``output_len`` tokens out (EOS ignored), temperature 0, at most ``concurrency`` in
-    flight, each with ``X-Request-ID: <request_id_prefix><i>``; the result JSON (with
-    per-request detail) in ``result_dir/bench.json``. The API key comes from
-    ``OPENAI_API_KEY``."""
+    each, ``output_len`` tokens out (EOS ignored), ``temperature`` (None: the client's own
+    default, which samples), at most ``concurrency`` in flight, each with
+    ``X-Request-ID: <request_id_prefix><i>``; the result JSON (with per-request detail) in
+    ``result_dir/bench.json``. The API key comes from
+    ``OPENAI_API_KEY``. ``ready_check_s`` 0 skips the client's ready check (it retries its
+    probe request until it succeeds)."""
     bucket = {(image_size, image_size, 1): 1.0}
     return [
         *VLLM_BENCH,
@@ -131,9 +135,9 @@ def bench_command(base_url: str, model: str, tokenizer: str, *, num_prompts: int
         "--random-mm-num-mm-items-range-ratio", "0",
         "--random-mm-limit-mm-per-prompt", json.dumps({"image": images, "video": 0}),
         "--random-mm-bucket-config", repr(bucket),
-        "--temperature", "0", "--ignore-eos",
+        *(["--temperature", str(temperature)] if temperature is not None else []), "--ignore-eos",
         "--max-concurrency", str(concurrency), "--request-id-prefix", request_id_prefix,
-        "--ready-check-timeout-sec", "60", "--disable-tqdm",
+        "--ready-check-timeout-sec", str(ready_check_s), "--disable-tqdm",
         "--save-result", "--save-detailed", "--result-dir", str(result_dir),
         "--result-filename", "bench.json",
     ]
