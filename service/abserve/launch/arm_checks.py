@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from abserve.arms import ArmConfig
     from abserve.config import ExperimentConfig
 
-PARSE_TIMEOUT_S = 180.0  # importing vLLM's parser takes ~15 s on a busy 2-core machine
+# Importing vLLM's parser takes ~15 s on an idle 2-core machine, over 180 s at a load average of 20.
+PARSE_TIMEOUT_S = 600.0
 PROBE_TIMEOUT_S = 5.0
 
 # Runs under the arm's interpreter: what it has installed, and whether each argv parses.
@@ -147,8 +148,11 @@ def _check_interpreter(python: Path, names: list[str], config: ExperimentConfig,
         done = subprocess.run([str(python), "-c", CHECK_SCRIPT, json.dumps({"argv": argv})],
                               capture_output=True, text=True, timeout=PARSE_TIMEOUT_S,
                               env={**os.environ, "VLLM_NO_USAGE_STATS": "1", "VLLM_PLUGINS": ""})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"arm {label}: python {python} could not be run: {exc}"]
+    except subprocess.TimeoutExpired:
+        return [f"arm {label}: python {python} did not finish importing vLLM's argument parser "
+                f"within {PARSE_TIMEOUT_S:.0f} s"]
+    except OSError as exc:
+        return [f"arm {label}: python {python} could not be run: {exc.strerror or exc}"]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("ABSERVE-ARM-CHECK ")]
     if not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
