@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.integration.conftest import VllmPair
 
-from abserve.telemetry import prove_lookup, read_telemetry
+from abserve.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import build_corpus
 from abserve.traffic.profiles import load_profile
@@ -51,7 +51,7 @@ def test_chunk_boundary_images_are_split_across_engine_steps(vllm_pair: VllmPair
         for entry in entries:
             # the server counted exactly the prompt its /tokenize placed the spans in
             assert records[entry.index].prompt_tokens == entry.token_estimate
-        time.sleep(1.2)  # telemetry flushes twice a second
+        time.sleep(2 * FLUSH_INTERVAL_S + 0.2)  # the plugin's telemetry has flushed
         steps = gather_calls(vllm_pair.telemetry_dirs[arm]) - before
         prefill_steps = sum(math.ceil(e.token_estimate / budget) for e in entries)
         # one request at a time (users=1), one output token: every gather call is a step

@@ -13,7 +13,7 @@ from tests.integration.conftest import VllmPair, tiny_spec
 from tests.support.mm_requests import chat_request
 
 from abserve.launch.server import VllmServer, start_servers, stop_servers
-from abserve.telemetry import prove_lookup, read_telemetry
+from abserve.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
 
 pytestmark = pytest.mark.vllm
 
@@ -65,7 +65,7 @@ def test_linear_examines_more_items_than_bisect_on_many_images(vllm_pair: VllmPa
     body = chat_request(vllm_pair.model, images=400, words=50, max_tokens=8)
     for url in vllm_pair.urls.values():
         ask(url, body)
-    time.sleep(1.2)  # one telemetry flush
+    time.sleep(2 * FLUSH_INTERVAL_S + 0.2)  # the plugin's telemetry has flushed
     after = {a: prove_lookup(read_telemetry(d), None).totals for a, d in vllm_pair.telemetry_dirs.items()}
     examined = {a: after[a].items_examined - before[a].items_examined for a in after}
     assert examined["a"] > 5 * examined["b"] > 0
