@@ -201,7 +201,8 @@ class _PatchingLoader(importlib.abc.Loader):
 
 def patch_module(module: ModuleType) -> None:
     """Rebind ``get_mm_features_in_window`` in a module and time its gather step."""
-    assert _state is not None and _state.mode is not None
+    if _state is None or _state.mode is None:
+        raise RuntimeError("patch_module called before register() chose a lookup mode")
     name = module.__name__
     original = getattr(module, HELPER, None)
     if original is None:

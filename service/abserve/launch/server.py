@@ -182,7 +182,8 @@ class VllmServer:
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Block until ``/health`` answers 200; raise ``ServerStartError`` otherwise."""
-        assert self.process is not None, "start() first"
+        if self.process is None:
+            raise RuntimeError(f"server {self.name!r}: start() first")
         deadline = self.started_at + (timeout_s or self.spec.startup_timeout_s)
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
