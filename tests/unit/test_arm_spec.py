@@ -273,7 +273,8 @@ def test_three_arms_rotate_over_every_placement_equally() -> None:
         blocks={"count": 6, "order": "balanced", "cpu_sets": [[0], [1], [2]]},
         load={"profiles": [{"profile": "many-items", "requests": 6}]}))
     plan = experiment_blocks(cfg)
-    assert is_balanced(plan) and len({b.rotation for b in plan}) == 3
+    assert is_balanced(plan)
+    assert len({b.rotation for b in plan}) == 3
     for arm in ("a", "b", "h"):
         assert Counter(b.placement[arm] for b in plan) == {(0,): 2, (1,): 2, (2,): 2}
     for block in plan:  # never two arms on one set within a block

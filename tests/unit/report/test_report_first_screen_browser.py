@@ -96,7 +96,8 @@ def test_accessible_and_no_empty_panel(browser: Any, reports: dict[str, tuple[Ju
         assert page.locator("svg").count() >= 6
         if j.verdict == "fail":  # the mismatch's thumbnails were decoded and laid out
             widths = page.eval_on_selector_all(".thumbs img", "is => is.map(i => i.naturalWidth)")
-            assert widths and all(0 < w <= 64 for w in widths)
+            assert widths
+            assert all(0 < w <= 64 for w in widths)
         for closed in ("#placement-details", "#breakdown-details"):
             assert page.locator(closed).get_attribute("open") is None
         page.close()

@@ -129,8 +129,10 @@ def test_each_sentence_links_to_its_evidence_in_html_md_and_json(
 def test_tones_mark_what_failed(judgments: dict[str, Judgment]) -> None:
     tones = {name: [s.tone for s in first_screen(j)] for name, j in judgments.items()}
     assert tones["pass"] == ["pass"] * 5
-    assert tones["fail_equality"][0] == "fail" and tones["fail_latency"][1] == "fail"
-    assert tones["inconclusive"][0] == "open" and tones["inconclusive"][-1] == "open"
+    assert tones["fail_equality"][0] == "fail"
+    assert tones["fail_latency"][1] == "fail"
+    assert tones["inconclusive"][0] == "open"
+    assert tones["inconclusive"][-1] == "open"
     assert tones["invalid"] == ["fail", "open", "open"]
 
 
@@ -139,10 +141,13 @@ def test_mismatch_shown_side_by_side_with_images(judgments: dict[str, Judgment],
     exs = {ex.request_id: ex for ex in rr.exchanges(32, mismatch_at=21) if ex.request_id in wanted(j)}
     html = write_report(j, tmp_path, exchanges=exs).html.read_text()
     block = html.split('id="mismatch-1"', 1)[1].split('<div class="mismatch"', 1)[0]
-    assert '<mark title="position 5">t6</mark>' in block and '<mark title="position 5">t46</mark>' in block
-    assert "<code>t6</code>" in block and "<code>t46</code>" in block  # the top-k at that position
+    assert '<mark title="position 5">t6</mark>' in block
+    assert '<mark title="position 5">t46</mark>' in block
+    assert "<code>t6</code>" in block
+    assert "<code>t46</code>" in block  # the top-k at that position
     assert "8 images, in prompt order: 1 <code>blake3:00210000abab…</code>" in block  # req 21: 8 images
-    assert "corpus-index=<code>21</code>" in block and "rebuilds the request" in block
+    assert "corpus-index=<code>21</code>" in block
+    assert "rebuilds the request" in block
     assert "The store keeps no image bytes, sizes or prompt positions" in html
     md = write_report(j, tmp_path, exchanges=exs).markdown.read_text()
     assert "- b: `t1t2t3t4t5⟦t46⟧t47" in md
@@ -154,7 +159,8 @@ def test_identical_run_states_its_sensitivity_and_draws_no_empty_chart(
         judgments: dict[str, Judgment], tmp_path: Path) -> None:
     html = write_report(judgments["pass"], tmp_path).html.read_text()
     statement = html.split('id="equality-sensitivity">', 1)[1].split("</p>", 1)[0]
-    assert "No mismatch on 96 comparable requests" in statement and "bitwise" in statement
+    assert "No mismatch on 96 comparable requests" in statement
+    assert "bitwise" in statement
     assert "5.91% is ruled out at 95% confidence" in statement
     assert "first difference by output position" not in html
     assert ": no data</text>" not in html
@@ -164,10 +170,13 @@ def test_effect_curve_and_lookup_work_share_the_log_axis(judgments: dict[str, Ju
                                                          tmp_path: Path) -> None:
     html = write_report(judgments["pass"], tmp_path).html.read_text()
     tpot = html.split('<figure id="effect-tpot">', 1)[1].split("</figure>", 1)[0]
-    assert tpot.count('class="whisker"') == 4 and 'class="trend"' in tpot  # 4 buckets, fitted line
-    assert "images per request (log scale)" in tpot and ">512</text>" in tpot
+    assert tpot.count('class="whisker"') == 4
+    assert 'class="trend"' in tpot  # 4 buckets, fitted line
+    assert "images per request (log scale)" in tpot
+    assert ">512</text>" in tpot
     lookup = html.split('<figure id="effect-lookup">', 1)[1].split("</figure>", 1)[0]
-    assert "a (linear): items examined per lookup call" in lookup and "b (bisect)" in lookup
+    assert "a (linear): items examined per lookup call" in lookup
+    assert "b (bisect)" in lookup
     ticks = [re.findall(r">(\d+)</text>", fig.split("images per request")[0]) for fig in (tpot, lookup)]
     assert ticks[0][-6:] == ticks[1][-6:]  # the same x ticks
     one = rr.judged(rr.exchanges(96, hashes=False))
@@ -175,7 +184,8 @@ def test_effect_curve_and_lookup_work_share_the_log_axis(judgments: dict[str, Ju
     for a in one.arms.values():
         a.telemetry.examined_per_request = {}
     html = write_report(one, tmp_path / "one").html.read_text()
-    assert 'id="effect-tpot"' not in html and "no effect curve: a single images-per-request bucket" in html
+    assert 'id="effect-tpot"' not in html
+    assert "no effect curve: a single images-per-request bucket" in html
     assert "Lookup work by images per request: not recorded" in html
 
 
@@ -209,7 +219,8 @@ def test_a_drift_only_in_the_prompt_and_in_output_logprobs_is_shown(tmp_path: Pa
     assert "+3.00e-03" in block  # the output position's logprob drift, same token on both sides
     assert "- prompt logprobs drift from prompt position 17" in paths.markdown.read_text()
     said = first_screen(j)[0].text
-    assert said.startswith("Outputs differ on 1 of 32 requests (1 drift)") and "output position 4" in said
+    assert said.startswith("Outputs differ on 1 of 32 requests (1 drift)")
+    assert "output position 4" in said
 
 
 def test_a_long_run_draws_a_bounded_number_of_look_markers() -> None:
@@ -217,7 +228,8 @@ def test_a_long_run_draws_a_bounded_number_of_look_markers() -> None:
 
     many = [svg.Point(i, 0.1 * i, 0.1 * i - 1, 0.1 * i + 1) for i in range(1, 314)]
     chart = svg.trajectory(many, [], "t", "y")
-    assert chart.count("<circle") <= svg.MAX_DOTS and "n=313:" in chart  # the last look is marked
+    assert chart.count("<circle") <= svg.MAX_DOTS
+    assert "n=313:" in chart  # the last look is marked
     assert chart.count(",") > 2 * 313  # the band and the line keep every look
 
 
@@ -241,7 +253,8 @@ def test_a_mismatch_from_the_corpus_shows_its_images_as_thumbnails_with_position
     assert "<img" not in second.split("</div>", 1)[0]
     assert "do not hash to the recorded ones" in second
     md = paths.markdown.read_text()
-    assert "- image positions in the prompt (rebuilt from the corpus" in md and "1 part 2 of" in md
+    assert "- image positions in the prompt (rebuilt from the corpus" in md
+    assert "1 part 2 of" in md
     urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)
     assert all(u.startswith(("#", "data:,", "data:image/jpeg;base64,")) for u in urls)  # nothing fetched
 
