@@ -162,7 +162,8 @@ def test_report_shows_bias_next_to_the_effect_and_the_naive_estimate(tmp_path: o
     paths = write_report(j, Path(str(tmp_path)))
     md = paths.markdown.read_text()
     html = paths.html.read_text()
-    assert "### Placement (counterbalanced blocks)" in md
+    assert "### Placement and blocks" in md  # collapsed for the auditor, still complete
+    assert "<summary>Placement: counterbalanced blocks</summary>" in md
     assert "counterbalanced" in md
     assert "on `a:0,b:1`" in md or "on `a:1,b:0`" in md
     assert 'id="placement"' in html
