@@ -25,6 +25,7 @@ from abserve.traffic.images import EncodedImage, make_image
 from abserve.traffic.profiles import TrafficProfile
 
 CHAT_PATH = "/v1/chat/completions"
+API_KEY_ENV = "ABSERVE_API_KEY"  # bearer key of the router (or server) under load; never logged
 PAD_WORD = "a"  # one token in any tokenizer we know; calibration verifies it anyway
 # Everyday words; the tiny model's tokenizer was trained on text containing all of them.
 WORDS = tuple(

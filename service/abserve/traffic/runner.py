@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from abserve.traffic.corpus import format_tags
-from abserve.traffic.sender import API_KEY_ENV
+# not from sender: it imports urllib3 (and ssl), which must come after Locust's gevent patching
+from abserve.traffic.corpus import API_KEY_ENV, format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.timing import read_timings
 

@@ -15,11 +15,11 @@ import orjson
 import urllib3
 
 from abserve.records import REQUEST_ID_HEADER
-from abserve.traffic.corpus import CHAT_PATH, CorpusEntry
+from abserve.traffic.corpus import API_KEY_ENV, CHAT_PATH, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord
 
-API_KEY_ENV = "ABSERVE_API_KEY"  # bearer key of the router (or server) under load; never logged
+__all__ = ["API_KEY_ENV", "auth_headers", "make_pool", "send_entry"]
 
 
 def auth_headers() -> dict[str, str]:
