@@ -382,7 +382,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             model = ensure_model(config)
             facts = check_arm_setup(config, model)
             servers = make_servers(config, model, paths)
-            modes = ", ".join(f"{n}={a.expected_mode}" for n, a in config.arms.items())
+            modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}"
+                              for n, a in config.arms.items())
             console.print(f"starting arms {modes} ...")
             started = time.monotonic()
             start_servers(list(servers.values()))
