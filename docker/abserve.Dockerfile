@@ -40,8 +40,10 @@ print("\n".join(p["project"]["optional-dependencies"]["service"] + ["setuptools"
     mkdir -p /runs /reports; \
     chown abserve:abserve /runs /reports
 COPY service /app/service
-# abserve itself, against the dependencies above (the same as pip install "/app[service]").
-RUN pip install $PIP_OPTIONS --no-deps --no-build-isolation "/app[service]"
+# abserve itself, against the dependencies above, installed in place (editable): abserve finds
+# its traffic profiles beside its sources (configs/traffic), which a copy into site-packages
+# would lose (every Locust worker failed with "unknown traffic profile" in the first real run).
+RUN pip install $PIP_OPTIONS --no-deps --no-build-isolation -e "/app[service]"
 # Load profiles and their locustfile; configs are mounted read-only at run time (compose)
 # and copied here as well so the image also works on its own.
 COPY loadtest /app/loadtest

@@ -68,6 +68,12 @@ if [ -z "$report_id" ]; then
   exit "$INVALID"
 fi
 code="$(docker wait "$report_id")"
+# A report container that was created but never started (a dependency failed: the load, the
+# router) "exits" 0 for `docker wait`: that is no verdict.
+if [ "$(docker inspect -f '{{.State.StartedAt}}' "$report_id" 2>/dev/null | cut -c1-4)" = "0001" ]; then
+  echo "signoff: the report never ran (a service it depends on failed); see $run_dir/compose.log" >&2
+  exit "$INVALID"
+fi
 "${dc[@]}" logs --no-color report || true
 case "$code" in
   0) verdict=pass ;; 1) verdict=fail ;; 2) verdict="inconclusive or marginal" ;; 3) verdict=invalid ;;

@@ -252,7 +252,7 @@ def test_the_service_image_installs_the_service_extra() -> None:
     assert "ARG PYTHON_IMAGE=python:3.11-slim" in text
     assert "FROM ${PYTHON_IMAGE}" in text
     assert '["optional-dependencies"]["service"]' in text  # dependencies first, then the code
-    assert 'pip install $PIP_OPTIONS --no-deps --no-build-isolation "/app[service]"' in text
+    assert 'pip install $PIP_OPTIONS --no-deps --no-build-isolation -e "/app[service]"' in text
     assert "USER abserve" in text
 
 

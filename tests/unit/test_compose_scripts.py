@@ -226,6 +226,8 @@ elif "ps" in args:
     print(os.environ.get("FAKE_REPORT_ID", ""))
 elif args[0] == "wait":
     print(os.environ["FAKE_REPORT_CODE"])
+elif args[0] == "inspect":
+    print(os.environ.get("FAKE_STARTED_AT", "2026-12-01T11:40:41.1Z"))
 """
 
 
@@ -268,6 +270,14 @@ def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
     assert rc == 3
     assert "the report never ran" in out
     assert any("down" in c for c in made), "the stack is torn down on failure too"
+
+
+def test_signoff_is_invalid_when_the_report_was_created_but_never_started(tmp_path: Path) -> None:
+    # `docker wait` answers 0 for a container that never started (its load failed first):
+    # found by the first real compose run, which said "pass" for a load that sent nothing.
+    rc, out, _ = signoff(tmp_path, GOOD_ENV, FAKE_REPORT_ID="cid", FAKE_REPORT_CODE="0",
+                         FAKE_STARTED_AT="0001-01-01T00:00:00Z")
+    assert rc == 3 and "the report never ran" in out
 
 
 @pytest.mark.parametrize(
