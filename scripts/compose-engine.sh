@@ -58,6 +58,7 @@ start_engine() {
   # The host's firewall as it was, restored by `stop` (dockerd adds chains and NAT rules).
   iptables-save > "$ROOT/iptables.before" 2>/dev/null || true
   ip6tables-save > "$ROOT/ip6tables.before" 2>/dev/null || true
+  sysctl -n net.ipv4.ip_forward > "$ROOT/ip_forward.before" 2>/dev/null || true  # dockerd sets 1
   log "starting dockerd (data root $ROOT/data, log $ROOT/dockerd.log)"
   dockerd --data-root "$ROOT/data" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
     >> "$ROOT/dockerd.log" 2>&1 < /dev/null &
@@ -81,9 +82,17 @@ restore_firewall() {
       "ip${family}tables" -t "$table" -F 2>/dev/null || true
       "ip${family}tables" -t "$table" -X 2>/dev/null || true
     done
-    [ -s "$save" ] && "$restore" < "$save"
+    if [ -s "$save" ]; then
+      "$restore" < "$save"
+    else  # nothing was saved: the tables were empty, with every policy ACCEPT
+      for chain in INPUT FORWARD OUTPUT; do "ip${family}tables" -P "$chain" ACCEPT 2>/dev/null || true; done
+    fi
     rm -f "$save"
   done
+  if [ -s "$ROOT/ip_forward.before" ]; then
+    sysctl -qw net.ipv4.ip_forward="$(cat "$ROOT/ip_forward.before")" || true
+    rm -f "$ROOT/ip_forward.before"
+  fi
 }
 
 stop_engine() {
@@ -100,6 +109,7 @@ stop_engine() {
   kill -0 "$pid" 2>/dev/null && { log "dockerd still running after 60 s: SIGKILL"; kill -KILL "$pid"; }
   rm -f "$PIDFILE"
   restore_firewall
+  # The bridges dockerd made (docker0; compose's br-* are removed with their networks).
   ip link show docker0 >/dev/null 2>&1 && ip link delete docker0 || true
   rm -rf "$EXEC_ROOT"
   log "dockerd stopped; firewall and network as before"
