@@ -226,7 +226,7 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
                paths: RunPaths, run_id: str) -> dict[str, object]:
     """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
     every profile, one after another, each request tagged with the block and placement."""
-    from abserve.traffic.runner import run_load
+    from abserve.traffic.runner import LoadSpec, run_load
 
     pinned = None
     if config.blocks.cpu_sets is not None:
@@ -238,14 +238,14 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
         tags["placement"] = block.label
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
-        summary = run_load(
+        summary = run_load(LoadSpec(
             item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
             out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
             model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
-            shape=config.load.shape, rate=config.load.rate,
-        )
+            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key,
+        ))
         if summary.abort_reason:
             raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
         sent += summary.requests_sent
@@ -255,15 +255,16 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
 def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
                 paths: RunPaths, run_id: str) -> None:
     """Requests of the first profile before block 0, tagged ``block=warmup``."""
-    from abserve.traffic.runner import run_load
+    from abserve.traffic.runner import LoadSpec, run_load
 
     item = config.load.profiles[0]
-    run_load(item.profile, router.url, requests=config.blocks.warmup_requests,
-             users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
-             out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
-             tokenize_url=servers["a"].url,
-             overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
-             max_error_rate=config.load.max_error_rate, tags={"block": "warmup"})
+    run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
+                      users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
+                      out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
+                      tokenize_url=servers["a"].url,
+                      overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
+                      max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
+                      api_key=router.api_key))
 
 
 def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
@@ -276,7 +277,6 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     rounds until the stop rule says the answer is known or the budget is spent; without,
     exactly ``blocks.count`` blocks are sent.
     """
-    os.environ["ABSERVE_API_KEY"] = router.api_key
     plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
     per_round, blocks_per_round = round_requests(config), rotations(config)
     total = config.blocks.warmup_requests + (
