@@ -242,7 +242,8 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
             item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
             out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
-            model=config.model.served_name, tokenize_url=servers["a"].url, overrides=overrides,
+            model=config.model.served_name, tokenize_url=arm_servers.tokenize_url(config, servers),
+            overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
             shape=config.load.shape, rate=config.load.rate, api_key=router.api_key,
         ))
@@ -261,7 +262,7 @@ def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[s
     run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
                       users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
                       out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
-                      tokenize_url=servers["a"].url,
+                      tokenize_url=arm_servers.tokenize_url(config, servers),
                       overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
                       max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
                       api_key=router.api_key))
