@@ -25,7 +25,7 @@ from abserve.store import Store
 
 def per_profile(run_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
     """Profile -> (TPOT differences in seconds, seconds per request), warm-up left out."""
-    run_id = json.loads((run_dir / "report" / "report.json").read_text())["run_id"]
+    run_id = json.loads((run_dir / "report.json").read_text())["run_id"]
     store = Store.open(f"sqlite:///{(run_dir / 'abserve.db').resolve()}")
     out: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     try:
