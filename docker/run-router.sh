@@ -14,8 +14,17 @@ trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
 while [ ! -e "$done_file" ] && kill -0 "$pid" 2>/dev/null; do
   sleep 1
 done
+stopped=0
 if kill -0 "$pid" 2>/dev/null; then
   echo "run-router: load finished (exit code $(cat "$done_file")); stopping the router" >&2
   kill -TERM "$pid"
+  stopped=1
 fi
 wait "$pid"
+rc=$?
+# Stopped by us once the load was done: the router drains, flushes and ends by the SIGTERM we
+# sent (status 143), which is its normal end here, not a failure (the report waits for it).
+if [ "$stopped" = 1 ] && [ "$rc" = 143 ]; then
+  rc=0
+fi
+exit "$rc"

@@ -207,6 +207,19 @@ def test_run_router_stops_the_router_gracefully_when_the_load_is_done(tmp_path: 
     assert calls(log) == [["abserve", "router", "--config", "/app/configs/x.yaml"]]
 
 
+def test_run_router_counts_a_router_ended_by_its_sigterm_as_done(tmp_path: Path) -> None:
+    # The real router drains, flushes and then ends by the SIGTERM it was sent (status 143):
+    # in the first real compose run that failed the router service, so the report never ran.
+    body = ("import os, signal, time\n"
+            "def stop(*a):\n    signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "signal.signal(signal.SIGTERM, stop)\nwhile True: time.sleep(0.05)")
+    proc, _, done = start_router(tmp_path, body)
+    time.sleep(1.5)
+    done.write_text("0\n")
+    assert proc.wait(timeout=10) == 0
+
+
 def test_run_router_exits_with_the_routers_code_when_it_dies_early(tmp_path: Path) -> None:
     proc, _, _ = start_router(tmp_path, "sys.exit(4)")
     assert proc.wait(timeout=10) == 4
