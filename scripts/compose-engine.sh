@@ -111,7 +111,10 @@ stop_engine() {
   restore_firewall
   # The bridges dockerd made (docker0; compose's br-* are removed with their networks).
   ip link show docker0 >/dev/null 2>&1 && ip link delete docker0 || true
+  # dockerd leaves its network namespace mounted in its exec root, and its plugin folder.
+  for ns in "$EXEC_ROOT"/netns/*; do [ -e "$ns" ] && umount "$ns" 2>/dev/null; done
   rm -rf "$EXEC_ROOT"
+  rmdir /run/docker/plugins /run/docker 2>/dev/null || true
   log "dockerd stopped; firewall and network as before"
 }
 
