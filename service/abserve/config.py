@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
-from abserve.launch.blocks import Order, is_balanced, plan_blocks
+from abserve.placement import Order, is_balanced, plan_blocks
 from abserve.yamlfile import read_mapping
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
