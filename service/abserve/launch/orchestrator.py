@@ -16,17 +16,13 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import yaml
 from rich.console import Console
 
 from abserve.compare import Judgment
@@ -51,6 +47,8 @@ from abserve.launch.rounds import (
     should_stop,
     wait_recorded,
 )
+from abserve.launch.router_process import RouterProcess, router_settings
+from abserve.launch.run_paths import RunError, RunPaths
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.records import RunInfo
@@ -58,25 +56,6 @@ from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup, read_teleme
 
 LOCK_ENV = "ABSERVE_RUN_LOCK"  # the lock file's path (default: abserve-run.lock in the temp dir)
 EXIT_INVALID = 3
-
-
-class RunError(RuntimeError):
-    """The run cannot go on; the message says why and what to look at."""
-
-
-@dataclass
-class RunPaths:
-    out: Path
-
-    @property
-    def database_url(self) -> str:
-        return f"sqlite:///{(self.out / 'abserve.db').resolve()}"
-
-    def log(self, name: str) -> Path:
-        return self.out / "logs" / f"{name}.log"
-
-    def telemetry(self, arm: str) -> Path:
-        return self.out / "telemetry" / arm
 
 
 @contextmanager
@@ -164,62 +143,6 @@ def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> 
         if proof.ok or time.monotonic() >= deadline:
             return proof
         time.sleep(FLUSH_INTERVAL_S / 5)
-
-
-def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,
-                    run_id: str, port: int) -> dict[str, object]:
-    arms, _ = arm_servers.router_arms(config, servers)
-    settings: dict[str, object] = {
-        "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
-        "arms": arms, "primary": config.router.get("primary", config.baseline),  # the arm the client hears
-        "run_id": run_id, "run_dir": str(paths.out),
-        "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
-    }
-    return settings
-
-
-class RouterProcess:
-    """``abserve router`` as a subprocess; stopped with SIGTERM so it drains and flushes."""
-
-    def __init__(self, settings: dict[str, object], paths: RunPaths, api_key: str,
-                 arms_with_keys: str | None = None) -> None:
-        self.config_path = paths.out / "router.yaml"
-        self.config_path.write_text(yaml.safe_dump(settings, sort_keys=True))
-        self.url = f"http://127.0.0.1:{settings['port']}"
-        self.log_path = paths.log("router")
-        self.api_key = api_key
-        self.arms_with_keys = arms_with_keys  # external arms' keys: for the router's env, never a file
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        env = {**os.environ, "ABSERVE_ROUTER_API_KEY": self.api_key}
-        if self.arms_with_keys:
-            env["ABSERVE_ROUTER_ARMS"] = self.arms_with_keys
-        cmd = [sys.executable, "-m", "abserve", "router", "--config", str(self.config_path)]
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RunError(f"router exited ({self.process.returncode}); see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        raise RunError(f"router not ready after {timeout_s:.0f} s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],

@@ -1,0 +1,29 @@
+"""Where one ``abserve run`` keeps its files, and the error that ends a run.
+
+Shared by the orchestrator and the pieces it drives (the router process, the load plan), so
+none of them imports the orchestrator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RunError(RuntimeError):
+    """The run cannot go on; the message says why and what to look at."""
+
+
+@dataclass
+class RunPaths:
+    out: Path
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{(self.out / 'abserve.db').resolve()}"
+
+    def log(self, name: str) -> Path:
+        return self.out / "logs" / f"{name}.log"
+
+    def telemetry(self, arm: str) -> Path:
+        return self.out / "telemetry" / arm
