@@ -147,6 +147,7 @@ def test_greedy_requests_get_the_same_seed_on_every_arm(guarded) -> None:
         resp = post(router, json=body(temperature=temperature, stream=True))
         assert resp.status_code == 200
         assert resp.text.endswith("data: [DONE]\n\n")
+        b.observed.wait_for_bodies(len(a.observed.bodies))  # b is a shadow: it may still be receiving
         assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"]
 
 
@@ -158,6 +159,7 @@ def test_allowed_sampling_sends_the_same_seed_to_both_arms(tmp_path) -> None:
             unset = {k: v for k, v in body().items() if k != "temperature"}
             for payload, seed in ((unset, 11), (body(temperature=0.8, seed=5), 5)):
                 assert httpx.post(router.url + URL, json=payload).status_code == 200
+                b.observed.wait_for_bodies(len(a.observed.bodies))  # b is a shadow
                 assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"] == seed
 
 
@@ -172,6 +174,7 @@ def test_allowed_sampling_without_a_fixed_seed_needs_the_clients_seed(tmp_path) 
             assert a.observed.requests == b.observed.requests == 0
             assert httpx.post(router.url + URL, json=body(temperature=0.8, seed=4)
                               ).status_code == 200
+            b.observed.wait_for_bodies(len(a.observed.bodies))  # b is a shadow
             assert a.observed.bodies[-1]["seed"] == b.observed.bodies[-1]["seed"] == 4
 
 

@@ -82,6 +82,15 @@ class Observed:
     cancelled_at: list[float] = field(default_factory=list)
     completed: int = 0
 
+    def wait_for_bodies(self, count: int, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """The bodies once at least ``count`` arrived: a shadow arm may still be receiving its
+        request when the client already has the primary's answer (``client_waits_for: primary``)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.bodies) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(self.bodies) >= count, f"{len(self.bodies)} bodies after {timeout_s} s, expected {count}"
+        return self.bodies
+
 
 def _token_ids(body: dict[str, Any], knobs: Knobs) -> list[int]:
     seed = hashlib.sha256(orjson.dumps(body.get("messages") or body.get("prompt"))).digest()
