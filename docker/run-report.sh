@@ -17,12 +17,20 @@ for arg in "$@"; do
 done
 [ -n "$db" ] || { echo "run-report: no --db URL among the arguments" >&2; exit 4; }
 
+# The lookup each arm must prove: $ABSERVE_ARM_LOOKUPS ("a=linear b=bisect a2=linear", built
+# by docker-compose.yml from the same ABSERVE_LOOKUP_<ARM> variables its arm services run),
+# else the compose file's defaults.
+lookups="${ABSERVE_ARM_LOOKUPS:-a=linear b=bisect a2=linear}"
 expect=""
 for arm in ${ABSERVE_ARMS:-a b}; do
-  case "$arm" in
-    a|a2) expect="$expect --expect $arm=linear" ;;
-    b) expect="$expect --expect $arm=bisect" ;;
-    *) echo "run-report: unknown arm '$arm' in ABSERVE_ARMS" >&2; exit 4 ;;
+  mode=""
+  for pair in $lookups; do
+    if [ "${pair%%=*}" = "$arm" ]; then mode="${pair#*=}"; fi
+  done
+  case "$mode" in
+    linear|bisect|hybrid) expect="$expect --expect $arm=$mode" ;;
+    "") echo "run-report: arm '$arm' of ABSERVE_ARMS has no lookup in ABSERVE_ARM_LOOKUPS ($lookups)" >&2; exit 4 ;;
+    *) echo "run-report: arm '$arm': unknown lookup '$mode' (linear, bisect or hybrid)" >&2; exit 4 ;;
   esac
 done
 # shellcheck disable=SC2086  # $expect is a list of words on purpose

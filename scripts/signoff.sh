@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole sign-off on a GPU host, in one command:
 #   scripts/signoff.sh [CONFIG]        (default configs/gpu-qwen2.5-vl-3b.yaml)
-# Builds the images, derives compose's environment from CONFIG
-# (python -m abserve.deploy.compose_env, run in the service image), runs docker-compose.yml
+# Builds the service image, derives compose's environment from CONFIG
+# (python -m abserve.deploy.compose_env, run in the service image), builds each arm's vLLM
+# image from the base image the config names for it, runs docker-compose.yml
 # (arms -> router -> Locust -> report) under a fresh run id, saves every container's log
 # to runs/<id>/compose.log, tears the stack down, and exits with the report's code:
 #   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid (also: the report never ran).
@@ -42,13 +43,20 @@ case "$hf_cache" in "~"*) hf_cache="$(echo ~)${hf_cache#\~}" ;; esac
 mkdir -p "$hf_cache"
 echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
 
-docker compose --env-file "$ENV_FILE" build
+# The service image first (it derives the environment), then each arm's vLLM image from the
+# base image the config names for it (ABSERVE_VLLM_IMAGE_<ARM>, else .env's shared one).
+docker compose --env-file "$ENV_FILE" build prepare
 docker run --rm --network none --entrypoint python \
   -v "$PWD/configs:/app/configs:ro" abserve/service:local \
   -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" \
   || die "$CONFIG does not fit docker-compose.yml (see the message above)"
 
 dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
+arm_services=(model-fetch)
+for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do
+  arm_services+=("vllm-$arm")
+done
+"${dc[@]}" build "${arm_services[@]}"
 cleanup() {
   "${dc[@]}" logs --no-color --timestamps > "$run_dir/compose.log" 2>&1 || true
   "${dc[@]}" down --remove-orphans >/dev/null 2>&1 || true

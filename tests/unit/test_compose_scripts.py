@@ -70,7 +70,7 @@ def test_server_args_render_as_argv() -> None:
         (lambda c: c["server"]["args"].update({"--allowed-local-media-path": "/"}), "forbidden"),
         (lambda c: c["server"]["args"].update({"--port": 9}), "set by docker-compose.yml"),
         (lambda c: c["server"]["env"].update({"VLLM_SECRET": "1"}), "does not pass"),
-        (lambda c: c["arms"]["b"].update({"lookup": "linear"}), "runs 'bisect' in compose"),
+        (lambda c: c["arms"]["b"].update({"lookup": None}), "arm 'b' has no lookup"),
         (lambda c: c["arms"].pop("b"), "arm 'b' is required"),
         (lambda c: c["arms"].update({"c": {"lookup": "linear"}}), "no compose service"),
         (lambda c: c["router"]["arms"]["b"].update({"url": "http://10.0.0.1:8000"}), "vllm-b:8000"),

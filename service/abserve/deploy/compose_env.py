@@ -1,18 +1,27 @@
 """The environment that `docker compose` needs, derived from one GPU experiment config.
 
 `docker-compose.yml` takes every experiment-specific value (model, vLLM server arguments,
-determinism settings, which arms run, the load plan) from environment variables, so one
-compose file serves every ``configs/gpu-*.yaml``. This module reads such a config with the
-experiment schema (``abserve.config``, the one ``abserve run`` reads too), checks that it
-fits the compose file (arm names and lookups, the router's arm URLs, no flag that compose
-sets itself or that opens the server's file system) and renders the variables as an env
-file for ``docker compose --env-file``. ``scripts/signoff.sh`` runs it as
-``python -m abserve.deploy.compose_env CONFIG``. Pure apart from ``main``.
+determinism settings, which arms run, each arm's base image, extra args and lookup, the load
+plan) from environment variables, so one compose file serves every ``configs/gpu-*.yaml``.
+This module reads such a config with the experiment schema (``abserve.config``, the one
+``abserve run`` reads too), checks that it fits the compose file (arm names, what compose can
+run per arm, the router's arm URLs, no flag that compose sets itself or that opens the
+server's file system) and renders the variables as an env file for ``docker compose
+--env-file``. ``scripts/signoff.sh`` runs it as ``python -m abserve.deploy.compose_env CONFIG``.
+
+Per arm, compose runs exactly: an image (``image:``, else the host's shared
+``ABSERVE_VLLM_IMAGE``), extra vLLM args appended after ``server.args`` (the last occurrence
+wins, as under ``abserve run``) and a lookup. It cannot run a per-arm environment (compose
+interpolates one environment for every service), a Python environment, an endpoint or a
+mutant, and an arm without ``lookup:`` would leave the plugin off, so it writes no telemetry
+and the report's proof and provenance (``docker/run-report.sh``) would have nothing to read:
+each is refused with the alternative named. Pure apart from ``main``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import shlex
 import sys
@@ -22,11 +31,12 @@ from typing import Any
 import yaml
 from pydantic import model_validator
 
-from abserve.arms import ArgValue, render_args
+from abserve.arms import REFERENCE, ArgValue, ArmConfig, render_args
 from abserve.config import ExperimentConfig, LoadItem
 
-# What each compose service runs: docker-compose.yml pins these per service.
-SERVICE_LOOKUP: dict[str, str] = {"a": "linear", "b": "bisect", "a2": "linear"}
+# The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2), and the lookup each
+# runs when its ABSERVE_LOOKUP_<ARM> is empty (the compose file's defaults).
+DEFAULT_LOOKUP: dict[str, str] = {"a": "linear", "b": "bisect", "a2": "linear"}
 NOISE_FLOOR_PROFILE = "noise-floor"  # compose profile that enables vllm-a2
 ARM_PORT = 8000
 # Server environment the compose file passes to every arm (x-vllm-env). Not
@@ -42,12 +52,35 @@ COMPOSE_OWNED_FLAGS = frozenset(
 )
 FORBIDDEN_FLAGS = frozenset({"--allowed-local-media-path"})
 POLICY = "configs/policy/default.yaml"
+# Arm keys compose cannot honour, and what to do instead.
+NOT_FOR_COMPOSE = {
+    "python": "docker compose runs each arm from an image (image: REF), not from a Python "
+              "environment; run this config with `abserve run`",
+    "venv": "docker compose runs each arm from an image (image: REF), not from a venv; run this "
+            "config with `abserve run`",
+    "install": "docker compose runs each arm from an image (image: REF); run this config with "
+               "`abserve run`",
+    "cpus": "compose places arms with ABSERVE_GPU_<ARM> in .env (GPU ids; CPU cores under the "
+            "CPU override)",
+    "url": "the compose router's arms are its own services (http://vllm-<arm>:8000); judge a "
+           "running endpoint with `abserve run`",
+    "api_key_env": "compose arms are its own services on an internal network, without keys",
+    "mutant": "mutants are a test-only build selected by `abserve run`",
+    "mutant_env": "mutants are a test-only build selected by `abserve run`",
+    "env": "docker-compose.yml passes one environment to every arm (x-vllm-env); put the "
+           f"variable under server.env (one of {sorted(PASSED_ENV)}), express the change as a vLLM "
+           "flag in the arm's args:, bake it into the arm's image:, or run the config with "
+           "`abserve run` (per-arm env works there)",
+}
+IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
 __all__ = ["ArgValue", "ComposeExperiment", "LoadItem", "compose_env", "load_experiment", "render_args"]
+
 
 class ComposeExperiment(ExperimentConfig):
     """An experiment config (``abserve.config``, the one schema) that also fits the compose file:
-    arms are its services, with the lookup each service runs, and the router's arm URLs are the
-    services' URLs. Checked on the raw mapping first, so the compose reason is the one given."""
+    arms are its services, each with an image, args and lookup compose can run, and the router's
+    arm URLs are the services' URLs. Checked on the raw mapping first, so the compose reason is
+    the one given."""
 
     @model_validator(mode="before")
     @classmethod
@@ -55,7 +88,7 @@ class ComposeExperiment(ExperimentConfig):
         if not isinstance(data, dict):
             return data
         server = data.get("server") or {}
-        _check_compose_flags(server.get("args") or {})
+        _check_compose_args("server.args", server.get("args") or {})
         unknown = sorted(set(server.get("env") or {}) - PASSED_ENV)
         if unknown:
             raise ValueError(f"docker-compose.yml does not pass {unknown}; passed: {sorted(PASSED_ENV)}")
@@ -64,12 +97,10 @@ class ComposeExperiment(ExperimentConfig):
             if arm not in arms:
                 raise ValueError(f"arm {arm!r} is required")
         for arm, spec in arms.items():
-            if arm not in SERVICE_LOOKUP:
-                raise ValueError(f"arm {arm!r} has no compose service (known: {sorted(SERVICE_LOOKUP)})")
-            lookup = (spec or {}).get("lookup")
-            if lookup != SERVICE_LOOKUP[arm]:
-                want = SERVICE_LOOKUP[arm]
-                raise ValueError(f"arm {arm!r} runs {want!r} in compose, config says {lookup!r}")
+            if arm not in DEFAULT_LOOKUP:
+                raise ValueError(f"arm {arm!r} has no compose service (known: {sorted(DEFAULT_LOOKUP)})")
+            if isinstance(spec, dict):
+                _check_arm(arm, spec, server.get("args") or {})
         router_arms = (data.get("router") or {}).get("arms") or {}
         if set(router_arms) != set(arms):
             raise ValueError(f"router.arms {sorted(router_arms)} must equal arms {sorted(arms)}")
@@ -84,13 +115,43 @@ class ComposeExperiment(ExperimentConfig):
         return data
 
 
-def _check_compose_flags(args: dict[str, Any]) -> None:
-    for flag in args:
+
+def _check_arm(arm: str, spec: dict[str, Any], server_args: dict[str, Any]) -> None:
+    """What compose can run for one arm: an image, extra args, a lookup (see the docstring)."""
+    for key, why in NOT_FOR_COMPOSE.items():
+        if spec.get(key) not in (None, {}, []):
+            raise ValueError(f"arm {arm!r}: {key}: cannot apply under docker compose: {why}")
+    if spec.get("lookup") is None:
+        raise ValueError(
+            f"arm {arm!r} has no lookup: under docker compose the report proves each arm's lookup "
+            "and records its provenance from the abserve plugin's telemetry, which the plugin "
+            "writes only with a lookup; for vLLM's own code path (a release or flag comparison) "
+            "use lookup: bisect (vLLM's helper, unmodified, only counted)")
+    image = spec.get("image")
+    if image is not None and not (isinstance(image, str) and IMAGE_REF.match(image)):
+        raise ValueError(f"arm {arm!r}: image {image!r} is not an image reference "
+                         "(name[:tag][@sha256:digest])")
+    args = spec.get("args") or {}
+    _check_compose_args(f"arms.{arm}.args", args)
+    for flag, value in args.items():
+        if value is False and server_args.get(flag) not in (None, False):
+            raise ValueError(
+                f"arms.{arm}.args: {flag}: false cannot undo server.args' {flag} (an arm's args "
+                "are appended and the last occurrence wins): use the flag's negative form "
+                "(--no-...) or move the flag out of server.args into each arm")
+
+
+def _check_compose_args(where: str, args: dict[str, Any]) -> None:
+    for flag, value in args.items():
         name = flag.split("=", 1)[0].split(".", 1)[0]
         if name in FORBIDDEN_FLAGS:
             raise ValueError(f"{name} is forbidden: it lets requests read the server's files")
         if name in COMPOSE_OWNED_FLAGS:
             raise ValueError(f"{name} is set by docker-compose.yml (see .env.example)")
+        if isinstance(value, str) and REFERENCE.match(value):
+            raise ValueError(f"{where}: {flag} is a ${{VAR}} reference: compose_env writes args "
+                             "into an env file as they are and never resolves (or stores) a secret "
+                             "there; a server under compose cannot take a secret as a flag")
 
 
 def arm_url(arm: str) -> str:
@@ -112,10 +173,32 @@ def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, st
         "ABSERVE_POLICY": experiment.policy.as_posix(),
         "COMPOSE_PROFILES": NOISE_FLOOR_PROFILE if "a2" in experiment.arms else "",
         # The arms prepare-run.sh lays out and run-report.sh proves: exactly the config's.
-        "ABSERVE_ARMS": " ".join(arm for arm in SERVICE_LOOKUP if arm in experiment.arms),
+        "ABSERVE_ARMS": " ".join(arm for arm in DEFAULT_LOOKUP if arm in experiment.arms),
     }
+    for arm in DEFAULT_LOOKUP:
+        env |= arm_env(arm, experiment.arms.get(arm))
     env.update(experiment.server.env)
     return env
+
+
+def arm_env(arm: str, spec: ArmConfig | None) -> dict[str, str]:
+    """One arm's compose variables; empty ones fall back to the compose file's shared default
+    (so a value left in .env from another experiment never leaks into this one)."""
+    suffix = arm.upper()
+    image = spec.image if spec is not None else None
+    return {
+        f"ABSERVE_VLLM_IMAGE_{suffix}": image or "",
+        f"ABSERVE_VLLM_TAG_{suffix}": image_tag(image) if image else "",
+        f"VLLM_ARM_ARGS_{suffix}": shlex.join(render_args(spec.args)) if spec is not None else "",
+        f"ABSERVE_LOOKUP_{suffix}": (spec.lookup or "") if spec is not None else "",
+    }
+
+
+def image_tag(image: str) -> str:
+    """The tag of abserve/vllm-<arm> built from ``image``: the reference made a valid Docker tag
+    (readable) plus 8 hex digits of its hash, so two references never share a tag."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", image).strip("-.")[:119]
+    return f"{readable}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
 
 
 def render_env_file(env: dict[str, str]) -> str:
