@@ -310,7 +310,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                               for n, a in config.arms.items())
             console.print(f"starting arms {modes} ...")
             started = time.monotonic()
-            start_servers(list(servers.values()))
+            start_servers(list(servers.values()), pin_when_ready=True)
             console.print(f"arms ready in {time.monotonic() - started:.0f} s")
             prove_arms(config, servers, console)
             router = RouterProcess(

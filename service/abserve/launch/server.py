@@ -153,12 +153,13 @@ class VllmServer:
         python = self.python or sys.executable
         return [python, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
 
-    def start(self) -> VllmServer:
+    def start(self, pin_now: bool = True) -> VllmServer:
         """Launch the process (returns at once; call ``wait_ready``).
 
-        With ``cpus`` the whole tree runs on those CPUs (affinity is set before exec and
-        inherited by every process vLLM spawns) and the CPU worker binds its OpenMP
-        threads to them, instead of every server binding to the same first core.
+        With ``cpus`` the CPU worker binds its OpenMP threads to them, instead of every server
+        binding to the same first core, and (``pin_now``) the whole tree runs on those CPUs
+        from the start (affinity set before exec, inherited by every process vLLM spawns).
+        Without ``pin_now`` the start-up runs on every CPU and ``pin`` moves the tree later.
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.telemetry_dir is not None:
@@ -175,10 +176,15 @@ class VllmServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus and pin_now else None,
             )
         self.started_at = time.monotonic()
         return self
+
+    def pin(self) -> None:
+        """Move the running tree, every thread of it, onto ``cpus`` (no-op without cpus)."""
+        if self.cpus and self.process is not None:
+            pin_tree(self.process.pid, self.cpus)
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Block until ``/health`` answers 200; raise ``ServerStartError`` otherwise."""
@@ -257,9 +263,12 @@ class ExternalServer(VllmServer):
     def url(self) -> str:
         return self.external_url
 
-    def start(self) -> VllmServer:
+    def start(self, pin_now: bool = True) -> VllmServer:
         self.started_at = time.monotonic()
         return self
+
+    def pin(self) -> None:
+        """Not abserve's process: never moved."""
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -321,13 +330,23 @@ def tree_affinities(pid: int) -> list[set[int]]:
     return out
 
 
-def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None) -> None:
-    """Start several servers at once and wait for all; stop all if one fails."""
+def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,
+                  pin_when_ready: bool = False) -> None:
+    """Start several servers at once and wait for all; stop all if one fails.
+
+    With ``pin_when_ready`` the servers start on every CPU and are pinned to their own CPUs
+    once all are ready: start-up (mostly imports in three processes per server) is not
+    squeezed onto the one core that several arms will share while measured, and nothing is
+    measured before the pinning (the proof, warm-up and load come after).
+    """
     try:
         for server in servers:
-            server.start()
+            server.start(pin_now=not pin_when_ready)
         for server in servers:
             server.wait_ready(timeout_s)
+        if pin_when_ready:
+            for server in servers:
+                server.pin()
     except BaseException:
         stop_servers(servers)
         raise

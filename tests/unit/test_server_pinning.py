@@ -1,0 +1,78 @@
+"""Servers start on every CPU and are pinned to their own once ready (``start_servers``).
+
+A real child process stands in for vLLM (a ``/health`` endpoint and a few threads, as a
+server's tree has): during start-up its affinity is every CPU of the machine, and once
+``start_servers(..., pin_when_ready=True)`` returns every thread of it sits on its CPUs.
+Without the option the tree is pinned from exec on, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers, tree_affinities
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")
+
+CHILD = """
+import http.server, json, os, sys, threading, time
+port, seen = int(sys.argv[1]), sys.argv[2]
+with open(seen, "w") as f:
+    json.dump(sorted(os.sched_getaffinity(0)), f)
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
+@dataclass
+class StandIn(VllmServer):
+    """A VllmServer whose command is the stand-in child, not vLLM."""
+
+    seen: Path = Path()
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", CHILD, str(self.port), str(self.seen)]
+
+
+def stand_in(tmp_path: Path, cpus: list[int]) -> StandIn:
+    spec = ServerSpec(model=str(tmp_path), startup_timeout_s=60)
+    return StandIn("a", spec, None, tmp_path / "a.log", None, cpus=cpus, seen=tmp_path / "seen.json")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from not")
+def test_start_runs_on_every_cpu_and_pins_once_ready(tmp_path: Path) -> None:
+    every = sorted(os.sched_getaffinity(0))
+    server = stand_in(tmp_path, every[:1])
+    try:
+        start_servers([server], pin_when_ready=True)
+        assert json.loads(server.seen.read_text()) == every  # start-up was not squeezed
+        assert server.process is not None
+        seen = tree_affinities(server.process.pid)
+        assert len(seen) >= 4
+        assert seen == [{every[0]}] * len(seen)
+    finally:
+        stop_servers([server])
+
+
+def test_without_the_option_the_tree_is_pinned_from_exec(tmp_path: Path) -> None:
+    first = sorted(os.sched_getaffinity(0))[:1]
+    server = stand_in(tmp_path, first)
+    try:
+        start_servers([server])
+        assert json.loads(server.seen.read_text()) == first
+        assert server.process is not None
+    finally:
+        stop_servers([server])
