@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from abserve.launch.blocks import parse_placement
 from abserve.records import ArmProvenance, RunInfo
 from abserve.store import Store
+from abserve.store.urls import shown_url
 
 
 class BlockRun(BaseModel):
@@ -56,7 +57,8 @@ def combine_runs(blocks: Sequence[BlockRun], into: str, database_url: str) -> Ru
         try:
             run = store.get_run(block.run_id)
             if run is None:
-                raise CombineError(f"block {index}: no run {block.run_id!r} in {block.database_url}")
+                where = shown_url(block.database_url)
+                raise CombineError(f"block {index}: no run {block.run_id!r} in {where}")
             runs.append(run)
             for exchange in store.iter_exchanges(block.run_id):
                 tags = {**exchange.tags, "block": str(index), "placement": block.placement}

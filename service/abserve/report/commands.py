@@ -96,13 +96,14 @@ def build_report(
 def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
     """The store URL, the policy and a line saying where both came from."""
     from abserve.report.locate import LocateError, find_policy, find_store
+    from abserve.store.urls import shown_url
 
     try:
         path = find_store(run_id, runs) if db is None else None
     except LocateError as exc:
         raise ReportError(str(exc)) from exc
     url = db or f"sqlite:///{path}"
-    where = f"store: {url if db else path}"
+    where = f"store: {shown_url(url) if db else path}"
     if policy is not None:
         return url, _policy(policy), f"{where}; policy: {policy} (--policy)"
     if path is None and url.startswith("sqlite:///"):
