@@ -59,7 +59,7 @@ def test_embed_fault_is_caught_with_its_requests_named_while_aa_stays_clean(tmp_
     # Nothing else but batch noise: with 4 users, b's faulty answers change which of its other
     # requests are batched together, and vLLM's CPU kernels are not batch-invariant, so a request
     # below the threshold may drift by ~1e-5 in a logprob without a token changing (seen once in
-    # ten runs: a 64-image request, 1.1e-5 at one position). Such a drift is b's doing (a vs a2,
+    # about eight runs: a 64-image request, 1.1e-5 at one position). Such a drift is b's doing (a vs a2,
     # scheduled alike, stays identical), but it must stay at that level: never a divergence.
     collateral = {rid: x for rid, x in examples.items() if rid not in faulty}
     assert len(collateral) <= 2, collateral
