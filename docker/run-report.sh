@@ -48,4 +48,11 @@ python -m abserve.deploy.record_arms "$run_id" --db "$db" --telemetry-root "$roo
   echo "run-report: the arms' provenance could not be recorded (exit $?)" >&2
   exit 4
 }
+# How the load ended (docker/run-load.sh's exit code, each profile's summary): a load that
+# stopped early makes the run invalid, with its reason in the report.
+python -m abserve.deploy.record_load "$run_id" --db "$db" \
+  --load-dir "${ABSERVE_LOAD_DIR:-$(dirname "$root")/load}" || {
+  echo "run-report: the load's end could not be recorded (exit $?)" >&2
+  exit 4
+}
 exec abserve report "$@"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from abserve.compare.anytime import rate_sequence
 from abserve.compare.model import EXIT_CODES, EqualityVerdict, MetricLine, Outcome
@@ -166,6 +167,9 @@ def invalid_reasons(
     death = run.provenance.get("arm_death")
     if isinstance(death, dict):  # found by abserve run's watch (launch/watch.py)
         reasons.append(str(death.get("reason") or f"arm {death.get('arm')!r} died during the run"))
+    load = run.provenance.get("load")
+    if isinstance(load, dict):  # a compose run's load, recorded by abserve.deploy.record_load
+        reasons += load_reasons(load, policy.max_error_rate)
     roles = [policy.arms.baseline, policy.arms.candidate]
     if policy.arms.floor and policy.arms.floor in run.arms:
         roles.append(policy.arms.floor)
@@ -198,6 +202,31 @@ def invalid_reasons(
                 f"arm {name!r} failed {errors.get(name, 0)}/{len(exchanges)} requests "
                 f"({rate:.1%}), above {policy.max_error_rate:.1%}"
             )
+    return reasons
+
+
+LOAD_EXITS = {2: "its setup failed", 3: "its error rate passed the load's limit",
+              4: "a Locust worker was lost"}
+
+
+def load_reasons(load: dict[str, Any], max_error_rate: float) -> list[str]:
+    """Why a load that ended early, or saw too many failures at its client, voids the run."""
+    reasons: list[str] = []
+    profiles = [p for p in load.get("profiles") or [] if isinstance(p, dict)]
+    code = load.get("exit_code")
+    if code is None:
+        reasons.append("the load recorded no end (no load/exit_code): it did not finish")
+    elif code != 0:
+        where = next((p for p in profiles if p.get("stop_reason") not in (None, "completed")), None)
+        detail = (f" in profile {where['profile']!r} ({where['stop_reason']}, {where['sent']} of "
+                  f"{where['planned']} requests sent)") if where else ""
+        reasons.append(f"the load stopped early: exit {code}, "
+                       f"{LOAD_EXITS.get(code, 'Locust failed')}{detail}")
+    sent = sum(int(p.get("sent") or 0) for p in profiles)
+    failed = sum(int(p.get("failures") or 0) for p in profiles)
+    if sent and failed / sent > max_error_rate:
+        reasons.append(f"the load's client saw {failed}/{sent} requests fail ({failed / sent:.1%}), "
+                       f"above {max_error_rate:.1%} (requests the router never answered are no exchange)")
     return reasons
 
 

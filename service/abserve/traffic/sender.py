@@ -3,10 +3,16 @@
 Chunked responses are read chunk by chunk as they arrive (``read_chunked``), other responses
 with ``read1`` (whatever bytes are there), so each token event is timestamped when its bytes
 arrive, not when a buffer fills. Errors become a short class in the record, never body text.
+
+A request that never reached the router (connection refused, its name not resolving: the
+router restarting, its container recreated) is not an exchange: nothing was sent to any arm.
+It is sent again, with a growing pause, for up to ``CONNECT_RETRY_S``; its record then times
+the attempt that got through (its lateness shows the wait), or says ``connect`` if none did.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -19,7 +25,11 @@ from abserve.traffic.corpus import API_KEY_ENV, CHAT_PATH, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord
 
-__all__ = ["API_KEY_ENV", "auth_headers", "make_pool", "send_entry"]
+__all__ = ["API_KEY_ENV", "CONNECT_RETRY_S", "auth_headers", "make_pool", "send_entry"]
+
+log = logging.getLogger("abserve.traffic")
+CONNECT_RETRY_S = 60.0  # how long a request that reached nobody is tried again
+_PAUSES = (0.25, 0.5, 1.0, 2.0)  # between connection attempts; the last one repeats
 
 
 def auth_headers() -> dict[str, str]:
@@ -35,9 +45,28 @@ def make_pool(users: int) -> urllib3.PoolManager:
 
 def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id: str,
                profile: str, worker: str, timeout_s: float, arrival: Arrival | None = None,
-               scheduled_at: float | None = None,
-               tags: dict[str, str] | None = None) -> TimingRecord:
+               scheduled_at: float | None = None, tags: dict[str, str] | None = None,
+               connect_retry_s: float = CONNECT_RETRY_S) -> TimingRecord:
     """POST one entry to ``host``'s chat endpoint and return what the client measured."""
+    first = time.monotonic()
+    attempt = 0
+    while True:
+        record = _attempt(pool, host, entry, run_id=run_id, profile=profile, worker=worker,
+                          timeout_s=timeout_s, arrival=arrival, scheduled_at=scheduled_at, tags=tags)
+        pause = _PAUSES[min(attempt, len(_PAUSES) - 1)]
+        if record.error != "connect" or time.monotonic() - first + pause > connect_retry_s:
+            return record
+        if attempt == 0:
+            log.warning("abserve: %s unreachable; request %d tried again for up to %.0f s",
+                        host, entry.index, connect_retry_s)
+        attempt += 1
+        time.sleep(pause)  # gevent-patched under Locust: other users go on
+
+
+def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id: str,
+             profile: str, worker: str, timeout_s: float, arrival: Arrival | None,
+             scheduled_at: float | None, tags: dict[str, str] | None) -> TimingRecord:
+    """One try: the request, its stream timed, errors as a short class."""
     url = host.rstrip("/") + CHAT_PATH
     sent_at = time.time()
     t0 = time.perf_counter()
@@ -63,10 +92,11 @@ def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_
                 _whole(timer, resp.read())
         finally:
             resp.release_conn()
+    except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
+            ConnectionRefusedError):
+        error = "connect"  # first: urllib3's NewConnectionError is a ConnectTimeoutError
     except urllib3.exceptions.TimeoutError:
         error = "timeout"
-    except (urllib3.exceptions.NewConnectionError, ConnectionRefusedError):
-        error = "connect"
     except (urllib3.exceptions.HTTPError, OSError):
         error = "protocol"
     t_end = time.perf_counter()
