@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from abserve.deploy.run_update import update_run
+from abserve.records import RunInfo
 from abserve.telemetry import ProcessTelemetry, read_telemetry
 
 
@@ -34,23 +36,17 @@ def arm_record(records: list[ProcessTelemetry]) -> dict[str, Any]:
 def record(database_url: str, run_id: str, telemetry_root: Path, arms: list[str],
            model: dict[str, str]) -> dict[str, Any]:
     """Store each arm's record (server args, environment) and the model in the run."""
-    from abserve.store import Store
+    recorded = {arm: arm_record(read_telemetry(telemetry_root / arm)) for arm in arms}
 
-    store = Store.open(database_url)
-    try:
-        run = store.get_run(run_id)
-        if run is None:
-            raise ValueError(f"no run {run_id!r} in the store")
-        recorded = {arm: arm_record(read_telemetry(telemetry_root / arm)) for arm in arms}
+    def edit(run: RunInfo) -> None:
         for arm, rec in recorded.items():
             if arm in run.arms and rec["server_args"]:
                 run.arms[arm].server_args = rec["server_args"]
         run.provenance["arm_environment"] = {arm: rec["environment"] for arm, rec in recorded.items()}
         run.provenance["model"] = dict(model)
-        store.update_run(run)
-        return recorded
-    finally:
-        store.close()
+
+    update_run(database_url, run_id, edit)
+    return recorded
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from abserve.deploy.run_update import update_run
+from abserve.records import RunInfo
+
 
 def _profile(folder: Path) -> dict[str, Any]:
     """One profile's summaries: the master's stop reason and the workers' counts summed."""
@@ -52,17 +55,11 @@ def load_outcome(load_dir: Path) -> dict[str, Any]:
 
 def record(database_url: str, run_id: str, outcome: dict[str, Any]) -> None:
     """Store ``outcome`` as the run's ``provenance["load"]``."""
-    from abserve.store import Store
 
-    store = Store.open(database_url)
-    try:
-        run = store.get_run(run_id)
-        if run is None:
-            raise ValueError(f"no run {run_id!r} in the store")
+    def edit(run: RunInfo) -> None:
         run.provenance["load"] = outcome
-        store.update_run(run)
-    finally:
-        store.close()
+
+    update_run(database_url, run_id, edit)
 
 
 def main(argv: list[str] | None = None) -> int:
