@@ -146,6 +146,11 @@ class RunInfo(BaseModel):
     arms: dict[str, ArmProvenance] = Field(default_factory=dict)
 
 
+# ``RunInfo.provenance`` key of the router's restarts within one run (``Store.resume_run``):
+# a list of ``{"at": unix time, "previous_status": ..., "exchanges_before": n}``.
+ROUTER_RESTARTS_KEY = "router_restarts"
+
+
 # Request headers the load generator sets and the router records as ``Exchange.tags``.
 TAG_HEADER_PREFIX = "x-abserve-"
 RUN_ID_HEADER = "x-abserve-run-id"

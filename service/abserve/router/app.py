@@ -28,7 +28,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX, RunInfo
+from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.augment import augment, check_sampling
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
@@ -65,17 +65,22 @@ class RouterState:
 
 @asynccontextmanager
 async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIterator[ExchangeSink]:
-    """The store's batch writer for this run; marks the run completed on a clean exit (and
+    """The store's batch writer for this run, created (or with ``resume`` reopened:
+    ``router.run_open``); marks the run completed on a clean exit (and
     interrupted when the router's lifespan ends with an error). A
     worker of several (``own_run`` False) only writes: its supervisor creates and finishes
     the run (``router.workers``)."""
+    from abserve.router.run_open import open_run
     from abserve.store import BatchWriter, Store
 
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     store = Store.open(settings.effective_database_url)
     if own_run:
-        store.create_run(RunInfo(run_id=settings.run_id, started_at=time.time(),
-                                 config=settings.public_config()))
+        try:
+            open_run(store, settings.run_id, settings.public_config(), settings.resume)
+        except Exception:
+            store.close()
+            raise
     writer = BatchWriter(store, settings.run_id, flush_interval_s=settings.flush_interval_s,
                          claim_owner=own_run)
     writer.start()

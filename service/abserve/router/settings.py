@@ -74,6 +74,10 @@ class RouterSettings(BaseSettings):
     run_dir: Path = Path("runs/router")
     database_url: str | None = None  # default: sqlite:///<run_dir>/abserve.db
     flush_interval_s: float = Field(default=0.5, gt=0, le=1.0)
+    # A router restarted under the same run_id reopens its stopped run (same arms, URLs,
+    # primary and request settings) instead of refusing it as existing (router/run_open.py);
+    # the restart is recorded in the run and stated in the report.
+    resume: bool = False
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)

@@ -5,7 +5,8 @@ One router process is one event loop: it uses one core. On a GPU host the router
 router scales out to N worker processes. The supervisor (this module, in the ``abserve
 router`` process):
 
-1. creates the run once in the store, as its owner (``Store.create_run``); workers write
+1. creates the run once in the store, as its owner (``Store.create_run``; with ``resume``
+   a restarted supervisor reopens it: ``router.run_open``); workers write
    into it and heartbeat without claiming it, so a reader sees the run ``running`` while
    the supervisor lives and ``interrupted`` if it dies;
 2. holds the port (bound, not listening) while every worker listens on it with its own
@@ -123,8 +124,8 @@ class Supervisor:
         """Serve until SIGINT/SIGTERM; returns the number of worker restarts. Raises
         ``StartupError`` when the port cannot be held or a worker dies while starting (the
         run, if created, is then ``interrupted``)."""
-        from abserve.records import RunInfo
-        from abserve.store import Store
+        from abserve.router.run_open import open_run
+        from abserve.store import Store, StoreError
 
         s = self.settings
         try:
@@ -133,8 +134,12 @@ class Supervisor:
             raise StartupError(f"cannot listen on {s.host}:{s.port}: {exc.strerror}") from exc
         self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
         store = Store.open(s.effective_database_url)
-        store.create_run(RunInfo(run_id=s.run_id, started_at=time.time(),
-                                 config={**s.public_config(), "workers": self.workers}))
+        try:
+            open_run(store, s.run_id, {**s.public_config(), "workers": self.workers}, s.resume)
+        except StoreError as exc:  # exists (no resume), still written, or another config
+            store.close()
+            held.close()
+            raise StartupError(str(exc)) from exc
         metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
         env = {**os.environ, MULTIPROC_ENV: metrics_dir}
         restarts, failed = 0, None

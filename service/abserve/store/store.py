@@ -34,8 +34,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
-from abserve.store.owner import Owner, effective_status
+from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
+from abserve.store.owner import Owner, effective_status, owner_alive
+from abserve.store.resume import config_conflicts, restart_entry, restarts
 from abserve.store.schema import (
     STORE_SCHEMA_VERSION,
     exchanges_table,
@@ -63,6 +64,20 @@ class RunNotFoundError(StoreError, KeyError):
 
 class RunExistsError(StoreError, ValueError):
     """A run with that id already exists."""
+
+
+class RunInUseError(StoreError):
+    """A run cannot be resumed: it is ``running`` and its owner may be alive.
+    ``owner_known_alive``: the owner is a live process on this host (False: on another
+    host, seen alive by its heartbeat only, which goes stale if it died)."""
+
+    def __init__(self, message: str, *, owner_known_alive: bool) -> None:
+        super().__init__(message)
+        self.owner_known_alive = owner_known_alive
+
+
+class RunConfigError(StoreError, ValueError):
+    """A run cannot be resumed with a config that differs from its recorded one."""
 
 
 _ARMS = TypeAdapter(dict[str, ArmOutcome])
@@ -171,13 +186,74 @@ class Store:
             raise RunExistsError(f"run {run.run_id!r} already exists") from exc
 
     def update_run(self, run: RunInfo) -> None:
-        """Replace a run's config, provenance and arm provenance (status is untouched)."""
+        """Replace a run's config, provenance and arm provenance (status is untouched). The
+        router's restarts (``provenance[ROUTER_RESTARTS_KEY]``) are ``resume_run``'s to
+        append: the stored list is kept, so a writer that read the run before a restart
+        cannot drop it."""
         with self.engine.begin() as conn:
-            result = conn.execute(
+            stored = conn.execute(
+                select(runs_table.c.provenance).where(runs_table.c.run_id == run.run_id)
+            ).scalar()
+            if stored is None:
+                raise RunNotFoundError(run.run_id)
+            kept = json.loads(stored).get(ROUTER_RESTARTS_KEY)
+            if kept is not None:
+                run = run.model_copy(update={"provenance": {**run.provenance, ROUTER_RESTARTS_KEY: kept}})
+            conn.execute(
                 update(runs_table).where(runs_table.c.run_id == run.run_id).values(_run_docs(run))
             )
-            if result.rowcount == 0:
-                raise RunNotFoundError(run.run_id)
+
+    def resume_run(self, run_id: str, config: Mapping[str, Any]) -> int:
+        """Reopen a stopped run for a restarted router (its ``resume`` setting); returns how
+        many times the run has been resumed, this time included.
+
+        In one transaction: refuses a run that is effectively ``running`` (``RunInUseError``:
+        two routers must never write one run) or whose recorded config differs from
+        ``config`` in anything that matters (``RunConfigError``; ``store.resume``); else
+        sets it ``running`` without an end time, claims it with a fresh heartbeat (as
+        ``create_run``) and appends a restart to ``provenance[ROUTER_RESTARTS_KEY]``. The
+        recorded config and the exchanges stay as they are. ``RunNotFoundError`` if absent.
+        """
+        cols = runs_table.c
+        with self.engine.begin() as conn:
+            row = conn.execute(select(runs_table).where(cols.run_id == run_id).with_for_update()).first()
+            if row is None:
+                raise RunNotFoundError(run_id)
+            stored = row._mapping
+            previous = self._run_from_row(stored).status
+            if previous == "running":
+                raise self._in_use(stored)
+            problems = config_conflicts(json.loads(stored["config"]), config)
+            if problems:
+                raise RunConfigError(f"run {run_id!r} was recorded with another router config: "
+                                     + "; ".join(problems))
+            provenance = json.loads(stored["provenance"])
+            now, owner = time.time(), Owner.current()
+            done = [*restarts(provenance), restart_entry(now, previous, _count(conn, run_id))]
+            provenance[ROUTER_RESTARTS_KEY] = done
+            result = conn.execute(
+                update(runs_table)
+                .where(cols.run_id == run_id, cols.status == stored["status"],
+                       cols.heartbeat_at == stored["heartbeat_at"],
+                       cols.owner_host == stored["owner_host"], cols.owner_pid == stored["owner_pid"])
+                .values(status="running", ended_at=None, provenance=_dumps(provenance),
+                        heartbeat_at=now, owner_host=owner.host, owner_pid=owner.pid,
+                        owner_started=owner.started)
+            )
+            if result.rowcount != 1:  # SQLite has no SELECT ... FOR UPDATE: a racer got there first
+                raise RunInUseError(f"run {run_id!r} changed while being resumed: another "
+                                    "process resumed or wrote it", owner_known_alive=False)
+        return len(done)
+
+    def _in_use(self, stored: RowMapping) -> RunInUseError:
+        owner = Owner(host=stored["owner_host"], pid=stored["owner_pid"], started=stored["owner_started"])
+        age = time.time() - float(stored["heartbeat_at"])
+        return RunInUseError(
+            f"run {stored['run_id']!r} is still running (owner {owner.host} pid {owner.pid}, "
+            f"heartbeat {age:.1f} s ago): two routers must never write one run; stop the other "
+            f"one first (a dead owner on another host is seen after {self.stale_after_s:g} s)",
+            owner_known_alive=owner_alive(owner, self._host) is True,
+        )
 
     def finish_run(self, run_id: str, status: Literal["completed", "interrupted"]) -> None:
         """Mark a run ``completed`` or ``interrupted`` and stamp its end time."""
@@ -284,10 +360,7 @@ class Store:
 
     def count_exchanges(self, run_id: str) -> int:
         with self.engine.connect() as conn:
-            count = conn.execute(
-                select(func.count()).select_from(exchanges_table).where(exchanges_table.c.run_id == run_id)
-            ).scalar_one()
-        return int(count)
+            return _count(conn, run_id)
 
     def _newest_record_version(self, run_id: str) -> int | None:
         with self.engine.connect() as conn:
@@ -295,6 +368,12 @@ class Store:
                 select(func.max(exchanges_table.c.schema_version)).where(exchanges_table.c.run_id == run_id)
             ).scalar()
         return None if value is None else int(value)
+
+
+def _count(conn: Connection, run_id: str) -> int:
+    return int(conn.execute(
+        select(func.count()).select_from(exchanges_table).where(exchanges_table.c.run_id == run_id)
+    ).scalar_one())
 
 
 def _ensure_schema(engine: Engine) -> None:
