@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from abserve.deploy.check_report import check, main
+from abserve.deploy.check_report import check, check_invalid, main
 from abserve.deploy.record_arms import arm_record
 from abserve.telemetry import ProcessTelemetry
 
@@ -55,6 +55,26 @@ def test_main_reads_the_report_folder(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([str(tmp_path), "--exit-code", "2", "--expect", "a=linear", "--expect", "b=bisect"]) == 0
     assert "proven a=linear, b=bisect" in capsys.readouterr().out
     assert main([str(tmp_path / "missing"), "--exit-code", "2"]) == 1
+
+
+INVALID = {"verdict": "invalid", "exit_code": 3, "invalid_reasons": ["arm 'b' failed 12/16 requests"]}
+
+
+def test_a_fault_case_must_be_invalid_for_its_reason_and_keep_what_was_stored() -> None:
+    assert check_invalid(report(**INVALID), 3, "arm 'b' failed", min_exchanges=8) == []
+    assert any("expected invalid" in p for p in check_invalid(report(), 2, "arm 'b'"))
+    assert any("no invalid reason mentions" in p for p in check_invalid(report(**INVALID), 3, "worker"))
+    assert any("acknowledged" in p for p in check_invalid(report(**INVALID), 3, "arm", min_exchanges=9))
+    assert any("run status" in p
+               for p in check_invalid(report(**INVALID, run_status="interrupted"), 3, "arm"))
+
+
+def test_main_checks_a_fault_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "report.json").write_text(json.dumps(report(**INVALID)))
+    args = [str(tmp_path), "--exit-code", "3", "--invalid-because", "arm 'b'", "--min-exchanges", "8"]
+    assert main(args) == 0
+    assert "invalid (exit 3) as expected" in capsys.readouterr().out
+    assert main([str(tmp_path), "--exit-code", "3", "--invalid-because", "router"]) == 1
 
 
 def test_an_arms_record_is_its_servers_argv_and_its_workers_last_settings() -> None:

@@ -51,6 +51,24 @@ def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
     return problems
 
 
+def check_invalid(report: dict[str, Any], exit_code: int, because: str, *,
+                  min_exchanges: int = 1) -> list[str]:
+    """A fault case: the run must be invalid, exit 3, for a reason containing ``because``,
+    with the run completed and at least ``min_exchanges`` stored (nothing acknowledged lost)."""
+    problems: list[str] = []
+    reasons = [str(r) for r in report.get("invalid_reasons") or []]
+    if report.get("verdict") != "invalid" or exit_code != EXIT_CODES["invalid"]:
+        problems.append(f"verdict {report.get('verdict')!r} (exit {exit_code}), expected invalid (exit 3)")
+    if not any(because in reason for reason in reasons):
+        problems.append(f"no invalid reason mentions {because!r}: {reasons}")
+    if report.get("run_status") != "completed":
+        problems.append(f"run status {report.get('run_status')!r}, expected 'completed'")
+    if int(report.get("exchanges_total", 0)) < min_exchanges:
+        problems.append(f"{report.get('exchanges_total')} exchanges stored, {min_exchanges} were "
+                        f"acknowledged before the fault")
+    return problems
+
+
 def _equality_problems(report: dict[str, Any]) -> list[str]:
     lines = report.get("equality") or []
     if not lines:
@@ -95,17 +113,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect", action="append", default=[], help="ARM=MODE, e.g. b=bisect")
     parser.add_argument("--min-exchanges", type=int, default=1)
     parser.add_argument("--blocks", type=int, default=None, help="a rotation: its number of blocks")
+    parser.add_argument("--invalid-because", default=None,
+                        help="a fault case: expect an invalid run with a reason containing this")
     args = parser.parse_args(argv)
     path = args.report_dir / "report.json"
     try:
         report = json.loads(path.read_text())
-        problems = check(report, args.exit_code, _expectations(args.expect),
-                         min_exchanges=args.min_exchanges, blocks=args.blocks)
+        if args.invalid_because is not None:
+            problems = check_invalid(report, args.exit_code, args.invalid_because,
+                                     min_exchanges=args.min_exchanges)
+        else:
+            problems = check(report, args.exit_code, _expectations(args.expect),
+                             min_exchanges=args.min_exchanges, blocks=args.blocks)
     except (OSError, ValueError) as exc:
         problems = [str(exc)]
     for problem in problems:
         print(f"check_report: {path}: {problem}", file=sys.stderr)
-    if not problems:
+    if not problems and args.invalid_because is not None:
+        print(f"check_report: {path}: invalid (exit 3) as expected, {report['exchanges_total']} "
+              f"exchanges: {report['invalid_reasons']}")
+    elif not problems:
         arms = report.get("arms", {})
         proofs = ", ".join(f"{a}={arms[a]['proven_lookup']}" for a in sorted(arms))
         print(f"check_report: {path}: {report['verdict']} (exit {args.exit_code}), "
