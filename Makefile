@@ -3,7 +3,7 @@ PY := .venv/bin/python
 CONFIG ?= configs/cpu-default.yaml
 OUT ?= runs/latest
 
-.PHONY: setup run test lint compose-check
+.PHONY: setup run test lint compose-check compose-faults
 setup:
 	@bash scripts/setup.sh
 
@@ -30,3 +30,8 @@ lint: setup
 # (scripts/compose-check.sh; times in benchmarks/compose.md).
 compose-check: setup
 	@bash scripts/compose-check.sh
+
+# The fault cases on the same stack (scripts/compose-faults.sh): an arm container killed
+# mid-run, a Locust worker killed, the router restarted; each asserts the sign-off's verdict.
+compose-faults: setup
+	@bash scripts/compose-check.sh arm-killed worker-killed router-restart

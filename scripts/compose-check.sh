@@ -2,6 +2,8 @@
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres (default: all)
+#     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
+#     (`make compose-faults`)
 # 1. Engine: Debian's docker.io and Compose v2 installed if missing, dockerd started if none
 #    answers (scripts/compose-engine.sh; data root outside the repository).
 # 2. Images: a Debian base and a local wheelhouse (scripts/compose-images.sh); the builds
@@ -124,6 +126,8 @@ check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
     --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
 }
 
+# shellcheck source=scripts/compose-faults.sh
+. scripts/compose-faults.sh
 for step in "${STEPS[@]}"; do
   case "$step" in
     signoff)
@@ -150,7 +154,10 @@ for step in "${STEPS[@]}"; do
       check_report "$run_id" 2 "$code"
       [ ! -e "$WORK/runs/$run_id/abserve.db" ] || fail "$run_id: a SQLite store was written beside PostgreSQL"
       lap postgres ;;
-    *) fail "unknown step $step (signoff, rotation, postgres)" ;;
+    arm-killed|worker-killed|router-restart)
+      fault_step "$step"
+      lap "$step" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arm-killed, worker-killed, router-restart)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"
