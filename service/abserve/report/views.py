@@ -3,7 +3,8 @@
 - ``cells``: a gate's table cells in the gate's own unit (ms for a shift or an improvement,
   µs per item for a per-item cost; no unit after a value that is not there).
 - ``story``: the first screen's facts: why the run stopped (or that it was a single look),
-  where the warm-up was cut, whether abserve controlled the arms' placement, the cost per item.
+  where the warm-up was cut, whether abserve controlled the arms' placement, the cost per item,
+  whether the router restarted during the run.
 - ``gate_views``: per gate, the trajectory chart (estimate and anytime-valid band at every
   look, the allowance drawn) and the drift chart, or one line saying why there is none.
 - ``sequential_log``: the looks ``abserve run`` recorded in the run's provenance.
@@ -21,6 +22,7 @@ from markupsafe import Markup
 
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
+from abserve.report.restarts import restart_statement, router_restarts
 
 
 def is_per_item(m: MetricLine) -> bool:
@@ -183,6 +185,7 @@ class Story:
     warmup: str
     placement: str | None  # None: placement controlled (nothing to warn about)
     headlines: list[str]
+    restarts: str | None = None  # the router's restarts during the run (report/restarts.py)
 
 
 def placement_biases(j: Judgment) -> dict[str, float]:
@@ -230,7 +233,8 @@ def story(j: Judgment) -> Story:
     warm = j.warmup_detail or f"{j.exchanges_warmup} warm-up exchanges cut"
     heads = [f"Cost per item ({m.metric}): {span(m, m.estimate, m.low, m.high)}, {m.outcome}"
              for m in j.metrics if is_per_item(m)]
-    return Story(stop, decided, f"Warm-up: {warm}.", placement_statement(j), heads)
+    return Story(stop, decided, f"Warm-up: {warm}.", placement_statement(j), heads,
+                 restart_statement(j))
 
 
 # --- trajectory and drift charts ---------------------------------------------------------------
@@ -366,6 +370,8 @@ def summary(j: Judgment) -> dict[str, object]:
         "exchanges_judged": j.exchanges_judged,
         "placement_known": j.placement_known,
         "placement_statement": st.placement,
+        "router_restarts": len(router_restarts(j)),
+        "router_restart_statement": st.restarts,
         "equality": None if eq is None or not j.equality else {
             "outcome": eq.outcome, "mismatches": j.equality[0].summary.mismatches,
             "comparable": j.equality[0].comparable, "rate_high": eq.candidate_high,
