@@ -8,7 +8,15 @@ flowing — before any user starts, so the clock never includes building or base
 Bounded runs stop themselves: with ``--abserve-requests N`` each worker sends its shard once
 and reports ``abserve_done`` to the master, which quits when every shard is done; with
 ``--abserve-duration S`` users cycle their shard until S seconds have passed. Either way a
-run stops early when its error rate passes ``--abserve-max-error-rate``.
+run stops early when its error rate passes ``--abserve-max-error-rate`` (exit code 3).
+
+A worker that dies (SIGKILL, its container killed) never reports its shard, and Locust has no
+event for it: it only marks the worker missing after ~3 s without a heartbeat (and stops the
+test, without quitting, when that was the last worker). So the master watches its workers
+every second while the run is unfinished and ends the run as ``worker_lost`` (exit code 4)
+when one is missing or gone. A master run that Locust ends for its own reasons (``--run-time``)
+before every shard is done records ``stopped``, never ``completed``. Each process writes
+``node-<node>-<pid>.json`` with its ``stop_reason`` when the test stops.
 """
 
 from __future__ import annotations
@@ -23,15 +31,20 @@ import gevent
 from locust import User, events, task
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import make_pool, send_entry
 
 log = logging.getLogger("abserve.traffic")
+EXIT_WORKER_LOST = 4
 EXIT_ERROR_RATE = 3
 EXIT_SETUP = 2
-_STATE: dict[str, Any] = {"run": None, "done": set(), "reason": None}
+WATCH_INTERVAL_S = 1.0
+# run: this process's RunState; done: shards reported done (master); reason: why the run ended;
+# workers: worker ids the master has seen this run; watch: the master's worker-watch greenlet
+_STATE: dict[str, Any] = {"run": None, "done": set(), "reason": None, "workers": set(),
+                          "watch": None}
 
 
 @events.init_command_line_parser.add_listener
@@ -73,13 +86,16 @@ def _on_init(environment: Environment, **_: Any) -> None:
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     opts = _opts(environment)
-    _STATE.update(run=None, done=set(), reason=None)
+    _STATE.update(run=None, done=set(), reason=None, workers=set(), watch=None)
     if isinstance(runner, MasterRunner):
         if not opts.abserve_shards:
             opts.abserve_shards = runner.worker_count
         if (runner.target_user_count or 0) < opts.abserve_shards:
             _abort(environment, "setup: fewer users than workers; every worker needs a user "
                    "to send its shard", EXIT_SETUP)
+            return
+        _STATE["workers"] = set(runner.clients)
+        _STATE["watch"] = gevent.spawn(_watch_workers, environment, runner)
         return
     shards, shard, node = 1, 0, "local"
     if isinstance(runner, WorkerRunner):
@@ -102,6 +118,8 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     state: RunState | None = _STATE["run"]
     opts = _opts(environment)
     runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        _master_on_stop(environment, runner)
     node = "master" if isinstance(runner, MasterRunner) else state.options.node if state else "?"
     summary: dict[str, Any] = {"node": node, "stop_reason": _STATE["reason"],
                                "done_shards": sorted(_STATE["done"])}
@@ -192,3 +210,45 @@ def _master_on_abort(environment: Environment, msg: Any, **_: Any) -> None:
     _STATE["reason"] = _STATE["reason"] or str(msg.data["reason"])
     environment.process_exit_code = int(msg.data["code"])
     _end(environment)
+
+
+def lost_workers(clients: WorkerNodes, seen: set[str]) -> list[str]:
+    """Ids of the workers that are missing (no heartbeat for ~3 s) or gone from ``clients``
+    (Locust drops a missing worker after a minute, and a worker that quits)."""
+    missing = {node.id for node in clients.missing}
+    return sorted(missing | (seen - set(clients)))
+
+
+def _watch_workers(environment: Environment, runner: MasterRunner) -> None:
+    """Master, while the run is unfinished: end it as soon as a worker is lost."""
+    while _STATE["reason"] is None:
+        gevent.sleep(WATCH_INTERVAL_S)
+        if _STATE["reason"] is not None:
+            return
+        _STATE["workers"] |= set(runner.clients)
+        lost = lost_workers(runner.clients, _STATE["workers"])
+        if lost:
+            _lose(environment, runner, lost)
+
+
+def _lose(environment: Environment, runner: MasterRunner, lost: list[str]) -> None:
+    names = ", ".join(f"{cid} (shard {runner.get_worker_index(cid)})" for cid in lost)
+    log.error("abserve: lost worker %s (no heartbeat or gone) with %d of %d shards done; "
+              "ending the run as worker_lost", names, len(_STATE["done"]),
+              _opts(environment).abserve_shards)
+    _abort(environment, "worker_lost", EXIT_WORKER_LOST)
+
+
+def _master_on_stop(environment: Environment, runner: MasterRunner) -> None:
+    """The test stopped: stop watching; if no reason was recorded (Locust stopped it: its last
+    worker went missing, ``--run-time``) and shards are undone, say why instead of nothing."""
+    watch = _STATE["watch"]
+    if watch is not None and watch is not gevent.getcurrent():
+        watch.kill(block=False)
+    if _STATE["reason"] is not None or len(_STATE["done"]) >= _opts(environment).abserve_shards:
+        return
+    lost = lost_workers(runner.clients, _STATE["workers"] | set(runner.clients))
+    if lost:  # Locust stops, but does not quit, when its last worker goes missing
+        _lose(environment, runner, lost)
+    else:
+        _STATE["reason"] = "stopped"

@@ -22,7 +22,8 @@ from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.timing import read_timings
 
 LOCUSTFILE = Path(__file__).resolve().parents[3] / "loadtest" / "locustfile.py"
-EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit"}
+EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit",
+              4: "a worker was lost"}
 
 
 class LoadError(RuntimeError):
