@@ -1,7 +1,8 @@
 """Distributed Locust: one master and worker processes on this machine send one corpus to a
 real local server. The totals add up and no request is sent twice; and when a worker process
 is killed mid-run, the master ends the run at once with exit code 4 and stop reason
-``worker_lost`` instead of waiting for ``--run-time`` or exiting 0 as if the run were done."""
+``worker_lost`` instead of waiting for ``--run-time``; and a run that ``--run-time`` cuts short
+records ``stopped``, not nothing."""
 
 from __future__ import annotations
 
@@ -125,3 +126,21 @@ def test_a_killed_worker_ends_the_run_as_worker_lost(tmp_path: Path, workers: in
     lost_line = next(line for line in log.splitlines() if "abserve: lost worker" in line)
     assert all(f"(shard {name.removeprefix('worker')})" not in lost_line for name in survivors)
     print(f"master exit {code} {took:.1f} s after the kill; {sent} of {requests} sent")
+
+
+@pytest.mark.timeout(90)
+def test_a_run_time_stop_before_the_shards_are_done_is_not_completed(tmp_path: Path) -> None:
+    # ~12 s of load against a 4 s --run-time: Locust ends the run, not abserve
+    with TokenizingUpstream(Knobs(n_tokens=4, token_delay_s=0.1)) as up:
+        master, procs = _start(tmp_path, up.url, 60, workers=1, users=2, run_time_s=4)
+        try:
+            code = master.wait(timeout=60)
+            procs[0].wait(timeout=30)
+        finally:
+            _kill_all(master, *procs)
+        sent = len(up.arrivals)
+    assert 0 < sent < 60
+    assert code != EXIT_WORKER_LOST, (tmp_path / "master.log").read_text()[-2000:]
+    master_summary = _nodes(tmp_path)["master"]
+    assert master_summary["stop_reason"] == "stopped"
+    assert master_summary["done_shards"] == []
