@@ -33,6 +33,13 @@ for arm in ${ABSERVE_ARMS:-a b}; do
     *) echo "run-report: arm '$arm': unknown lookup '$mode' (linear, bisect or hybrid)" >&2; exit 4 ;;
   esac
 done
+# The load is done; the router may still be draining. Judge the run once the router has
+# finished it (completed, or interrupted if it died), not while it is still being written.
+python -m abserve.deploy.wait_run "$run_id" --db "$db" --timeout-s "${ABSERVE_REPORT_WAIT_S:-300}" || {
+  rc=$?
+  [ "$rc" = 1 ] || { echo "run-report: the run could not be read (exit $rc)" >&2; exit 4; }
+  echo "run-report: the router did not finish the run in time; judging it as it is" >&2
+}
 # shellcheck disable=SC2086  # $expect is a list of words on purpose
 abserve prove "$run_id" --db "$db" --telemetry-root "$root" $expect || {
   echo "run-report: the arms' proofs could not be recorded in the store (abserve prove exit $?)" >&2

@@ -52,6 +52,12 @@ def test_a_clean_load_gives_no_reason_and_failures_at_the_client_do(tmp_path: Pa
     assert "client saw 4/40 requests fail (10.0%), above 2.0%" in reason
 
 
+def test_a_profile_cut_by_its_deadline_is_named_although_the_exit_was_0(tmp_path: Path) -> None:
+    outcome = load_outcome(_load_dir(tmp_path, "0", sent=25, master_reason="stopped"))
+    assert load_reasons(outcome, 0.02) == [
+        "the load's profile 'many-items' stopped before its end (stopped, 25 of 40 requests sent)"]
+
+
 def test_a_load_that_wrote_no_end_did_not_finish(tmp_path: Path) -> None:
     outcome = load_outcome(_load_dir(tmp_path, None))
     assert outcome["exit_code"] is None

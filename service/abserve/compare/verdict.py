@@ -222,6 +222,10 @@ def load_reasons(load: dict[str, Any], max_error_rate: float) -> list[str]:
                   f"{where['planned']} requests sent)") if where else ""
         reasons.append(f"the load stopped early: exit {code}, "
                        f"{LOAD_EXITS.get(code, 'Locust failed')}{detail}")
+    else:  # exit 0, yet a profile ended by something else than its end (its --run-time deadline)
+        reasons += [f"the load's profile {p['profile']!r} stopped before its end ({p['stop_reason']}, "
+                    f"{p['sent']} of {p['planned']} requests sent)"
+                    for p in profiles if p.get("stop_reason") not in (None, "completed")]
     sent = sum(int(p.get("sent") or 0) for p in profiles)
     failed = sum(int(p.get("failures") or 0) for p in profiles)
     if sent and failed / sent > max_error_rate:

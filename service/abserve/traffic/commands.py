@@ -57,6 +57,8 @@ def load(
                f"failed ({summary.stop_reason or 'stopped'}); timings: {summary.timings_path}")
     if summary.stop_reason == "error_rate":
         raise typer.Exit(3)
+    if summary.stop_reason == "worker_lost":  # a --processes run whose worker died
+        raise typer.Exit(4)
 
 
 def corpus(

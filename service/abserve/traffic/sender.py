@@ -28,7 +28,7 @@ from abserve.traffic.timing import StreamTimer, TimingRecord
 __all__ = ["API_KEY_ENV", "CONNECT_RETRY_S", "auth_headers", "make_pool", "send_entry"]
 
 log = logging.getLogger("abserve.traffic")
-CONNECT_RETRY_S = 60.0  # how long a request that reached nobody is tried again
+CONNECT_RETRY_S = 30.0  # how long a request that reached nobody is tried again (a restart: ~10 s)
 _PAUSES = (0.25, 0.5, 1.0, 2.0)  # between connection attempts; the last one repeats
 
 
