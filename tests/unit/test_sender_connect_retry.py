@@ -1,4 +1,5 @@
-"""A request that reached nobody is sent again (the router restarting), within a bound.
+"""A request that reached nobody is sent again (the router restarting), within a bound; so is
+the load's model-name lookup at the start of a profile.
 
 Real sockets on loopback: a port with nothing behind it until a server starts listening on
 it a moment later (the router coming back), and a port that never answers.
@@ -13,9 +14,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from tests.support.fake_upstream import free_port
 
 from abserve.traffic.corpus import CorpusEntry
+from abserve.traffic.run_state import discover_model
 from abserve.traffic.sender import make_pool, send_entry
 
 ANSWER = json.dumps({"choices": [{"finish_reason": "stop"}],
@@ -31,6 +34,14 @@ class _Chat(http.server.BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(ANSWER)))
         self.end_headers()
         self.wfile.write(ANSWER)
+
+    def do_GET(self) -> None:  # /v1/models
+        body = json.dumps({"data": [{"id": "tiny-llava"}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *_: object) -> None:
         return
@@ -85,3 +96,13 @@ def test_a_router_that_never_comes_back_is_a_connect_error_within_the_bound() ->
     took, record = _send(free_port(), retry_s=1.5)
     assert record.error == "connect"  # type: ignore[attr-defined]
     assert 0.7 < took < 4.0
+
+
+def test_the_model_lookup_waits_for_a_router_coming_back() -> None:
+    port = free_port()
+    with _server_after(port, 1.0):
+        assert discover_model(f"http://127.0.0.1:{port}", connect_retry_s=20.0) == "tiny-llava"
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="pass --model"):
+        discover_model(f"http://127.0.0.1:{free_port()}", connect_retry_s=1.5)
+    assert time.monotonic() - t0 < 5.0

@@ -21,7 +21,7 @@ import httpx
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import CorpusEntry, build_corpus, parse_tags, read_jsonl
 from abserve.traffic.profiles import load_profile, parse_overrides
-from abserve.traffic.sender import auth_headers
+from abserve.traffic.sender import CONNECT_RETRY_S, auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.timing import TimingRecord, TimingWriter
 
@@ -203,13 +203,23 @@ def build_state(options: RunOptions) -> RunState:
     return RunState(named, entries, plan)
 
 
-def discover_model(host: str) -> str:
+def discover_model(host: str, connect_retry_s: float = CONNECT_RETRY_S) -> str:
     """The first model the server lists at ``/v1/models`` (asked with the load's API key:
-    a router with a key refuses the lookup without it)."""
-    try:
-        resp = httpx.get(host.rstrip("/") + "/v1/models", headers=auth_headers(), timeout=30.0)
-        resp.raise_for_status()
-        return str(resp.json()["data"][0]["id"])
-    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"could not ask {host}/v1/models for the model name ({exc}); "
-                         "pass --model") from exc
+    a router with a key refuses the lookup without it). A router that does not answer the
+    connection yet (restarting between two profiles) is asked again for ``connect_retry_s``."""
+    deadline = time.monotonic() + connect_retry_s
+    while True:
+        try:
+            resp = httpx.get(host.rstrip("/") + "/v1/models", headers=auth_headers(), timeout=30.0)
+            resp.raise_for_status()
+            return str(resp.json()["data"][0]["id"])
+        except httpx.ConnectError as exc:
+            if time.monotonic() + 1.0 > deadline:
+                raise _no_model(host, exc) from exc
+            time.sleep(1.0)
+        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+            raise _no_model(host, exc) from exc
+
+
+def _no_model(host: str, exc: Exception) -> ValueError:
+    return ValueError(f"could not ask {host}/v1/models for the model name ({exc}); pass --model")
