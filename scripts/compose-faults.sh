@@ -23,7 +23,7 @@ if not path.exists():
     print(0)
     raise SystemExit
 try:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+    with sqlite3.connect(path, timeout=5) as db:  # not mode=ro: a WAL reader needs the -shm file
         print(db.execute("select count(*) from abserve_exchanges").fetchone()[0])
 except sqlite3.Error:
     print(0)
