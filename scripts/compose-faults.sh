@@ -75,7 +75,7 @@ fault_step() {  # fault_step STEP: one of the cases above
     router-restart)
       run_fault "$step" "$run_id" "restart router"
       check_report "$run_id" 2 "$fault_code" --min-exchanges "$fault_before"
-      grep -q "restart" "reports/$run_id/report.md" || fail "$step: the report does not state the restart" ;;
+      grep -q "The router restarted 1 time" "reports/$run_id/report.md" || fail "$step: the report does not state the restart" ;;
     *) fail "unknown fault step $step" ;;
   esac
 }
