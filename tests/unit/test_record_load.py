@@ -45,6 +45,14 @@ def test_a_lost_worker_is_an_invalid_run_that_names_the_profile(tmp_path: Path) 
     assert "'many-items' (worker_lost, 12 of 40 requests sent)" in reason
 
 
+def test_a_lost_worker_that_left_no_summary_is_named_without_counts(tmp_path: Path) -> None:
+    load = _load_dir(tmp_path, "4", master_reason="worker_lost")
+    for worker in load.glob("*/node-worker-*.json"):
+        worker.unlink()  # SIGKILLed: it wrote nothing
+    [reason] = load_reasons(load_outcome(load), 0.02)
+    assert reason.endswith("in profile 'many-items' (worker_lost)")
+
+
 def test_a_clean_load_gives_no_reason_and_failures_at_the_client_do(tmp_path: Path) -> None:
     assert load_reasons(load_outcome(_load_dir(tmp_path / "ok", "0", failures=0)), 0.02) == []
     assert load_reasons(load_outcome(_load_dir(tmp_path / "few", "0", failures=1)), 0.05) == []  # 2.5%

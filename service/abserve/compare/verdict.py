@@ -218,13 +218,11 @@ def load_reasons(load: dict[str, Any], max_error_rate: float) -> list[str]:
         reasons.append("the load recorded no end (no load/exit_code): it did not finish")
     elif code != 0:
         where = next((p for p in profiles if p.get("stop_reason") not in (None, "completed")), None)
-        detail = (f" in profile {where['profile']!r} ({where['stop_reason']}, {where['sent']} of "
-                  f"{where['planned']} requests sent)") if where else ""
+        detail = f" in profile {where['profile']!r} ({_profile_end(where)})" if where else ""
         reasons.append(f"the load stopped early: exit {code}, "
                        f"{LOAD_EXITS.get(code, 'Locust failed')}{detail}")
     else:  # exit 0, yet a profile ended by something else than its end (its --run-time deadline)
-        reasons += [f"the load's profile {p['profile']!r} stopped before its end ({p['stop_reason']}, "
-                    f"{p['sent']} of {p['planned']} requests sent)"
+        reasons += [f"the load's profile {p['profile']!r} stopped before its end ({_profile_end(p)})"
                     for p in profiles if p.get("stop_reason") not in (None, "completed")]
     sent = sum(int(p.get("sent") or 0) for p in profiles)
     failed = sum(int(p.get("failures") or 0) for p in profiles)
@@ -232,6 +230,13 @@ def load_reasons(load: dict[str, Any], max_error_rate: float) -> list[str]:
         reasons.append(f"the load's client saw {failed}/{sent} requests fail ({failed / sent:.1%}), "
                        f"above {max_error_rate:.1%} (requests the router never answered are no exchange)")
     return reasons
+
+
+def _profile_end(profile: dict[str, Any]) -> str:
+    """``worker_lost, 12 of 40 requests sent``; without counts when no worker left a summary."""
+    if not profile.get("planned"):
+        return str(profile.get("stop_reason"))
+    return f"{profile.get('stop_reason')}, {profile.get('sent')} of {profile.get('planned')} requests sent"
 
 
 def overall(
