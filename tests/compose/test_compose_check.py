@@ -4,7 +4,9 @@ Runs ``scripts/compose-check.sh`` (the very script of ``make compose-check``): i
 starts a container engine if none is there, builds the images locally, runs
 ``scripts/signoff.sh`` with ``docker-compose.yml`` + ``docker-compose.cpu.yml`` on the tiny
 model and asserts the verdict, the arms' proofs and the exit code, then the GPU rotation
-(2 blocks) and the PostgreSQL variant, and tears everything down. This test then checks that
+(2 blocks) and the PostgreSQL variant, and tears everything down; the second case runs the
+fault steps (``make compose-faults``: an arm killed, a Locust worker killed, the router
+restarted) the same way. This test then checks that
 the machine was left as found: no container, no compose network, no dockerd it started, the
 firewall as before. Needs root (the engine) and minutes (benchmarks/compose.md); marker
 ``compose``: ``PYTEST_ARGS='-m "not compose"' make test`` leaves it out while developing.
@@ -39,17 +41,20 @@ def engine_answers() -> bool:
 
 @pytest.mark.compose
 @pytest.mark.timeout(3600)
-def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found() -> None:
+@pytest.mark.parametrize("steps", [["signoff", "rotation", "postgres"],
+                                   ["arm-killed", "worker-killed", "router-restart"]],
+                         ids=["compose-check", "compose-faults"])
+def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:
     assert os.geteuid() == 0, "the compose check installs and starts a container engine: run as root"
     engine_before = engine_answers()
     firewall_before = firewall()
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("w") as log:
-        result = subprocess.run(["bash", str(ROOT / "scripts" / "compose-check.sh")], cwd=ROOT,
+        result = subprocess.run(["bash", str(ROOT / "scripts" / "compose-check.sh"), *steps], cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT, timeout=3500, check=False)
     tail = "\n".join(LOG.read_text(errors="replace").splitlines()[-60:])
     assert result.returncode == 0, f"compose-check failed (log {LOG}):\n{tail}"
-    assert "all steps passed: signoff rotation postgres" in tail
+    assert f"all steps passed: {' '.join(steps)}" in tail
     if engine_before:  # an engine that was there is left running, with nothing of ours in it
         names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
                                text=True, check=False).stdout.split()
