@@ -10,6 +10,7 @@ import pytest
 from abserve.traffic.corpus import CorpusEntry, format_tags, parse_tags
 from abserve.traffic.run_state import RunOptions
 from abserve.traffic.runner import LoadSpec, locust_args
+from abserve.traffic.sender import CONNECT_RETRY_S
 
 
 def _entry() -> CorpusEntry:
@@ -63,3 +64,23 @@ def test_run_options_parse_the_locust_option(tmp_path: Path) -> None:
                    abserve_tags="block=2;placement=a:0,b:1")
     opts = RunOptions.from_namespace(ns, "http://127.0.0.1:1", 0, 1, "local")
     assert opts.tags == {"block": "2", "placement": "a:0,b:1"}
+
+
+def test_abserve_run_never_retries_a_refused_request_and_locust_defaults_to_a_window(tmp_path: Path) -> None:
+    # abserve run owns its router (it never restarts); compose's run-load.sh keeps the default
+    args = locust_args(LoadSpec("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
+                       seed=0, run_id="r", out_dir=tmp_path, shape="closed", rate=0.0,
+                       max_error_rate=0.2, model=None, tokenize_url=None, overrides=[],
+                       timeout_s=5.0, corpus=None, sweep_rates=None))
+    assert float(args[args.index("--abserve-connect-retry") + 1]) == 0.0
+    ns = Namespace(abserve_shape="closed", abserve_duration=0.0, abserve_requests=4,
+                   abserve_set="", abserve_sweep_rates="", abserve_profile="many-items",
+                   abserve_corpus="", abserve_corpus_size=4, abserve_rate=0.0, abserve_steps=1,
+                   abserve_seed=0, abserve_run_id="r", abserve_out=str(tmp_path),
+                   abserve_max_error_rate=0.2, abserve_min_requests=1, abserve_model="m",
+                   abserve_tokenize_url="", abserve_timeout=5.0, abserve_tags="",
+                   abserve_connect_retry=0.0)
+    host = "http://127.0.0.1:1"
+    assert RunOptions.from_namespace(ns, host, 0, 1, "local").connect_retry_s == 0.0
+    del ns.abserve_connect_retry
+    assert RunOptions.from_namespace(ns, host, 0, 1, "local").connect_retry_s == CONNECT_RETRY_S

@@ -34,7 +34,7 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.traffic.run_state import RunOptions, RunState, build_state
-from abserve.traffic.sender import make_pool, send_entry
+from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 
 log = logging.getLogger("abserve.traffic")
 EXIT_WORKER_LOST = 4
@@ -69,6 +69,8 @@ def _add_options(parser: Any) -> None:
     add("--abserve-model", default="", help="model name (default: the profile's or /v1/models)")
     add("--abserve-tokenize-url", default="", help="server for /tokenize (default: the host)")
     add("--abserve-timeout", type=float, default=600.0, help="per-request read timeout, s")
+    add("--abserve-connect-retry", type=float, default=CONNECT_RETRY_S,
+        help="seconds a request that reached nobody (a router restarting) is tried again; 0: never")
     add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
     add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
         "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
@@ -149,7 +151,8 @@ class ChatUser(User):
         opts = state.options
         record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
                             profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
-                            arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags)
+                            arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags,
+                            connect_retry_s=opts.connect_retry_s)
         state.finish(record)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,

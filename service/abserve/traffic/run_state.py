@@ -54,6 +54,7 @@ class RunOptions:
     node: str = "local"
     profile_name: str = ""
     tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
+    connect_retry_s: float = CONNECT_RETRY_S  # a request that reached nobody is tried again so long
 
     @classmethod
     def from_namespace(cls, ns: Namespace, host: str, shard: int, shards: int,
@@ -81,7 +82,8 @@ class RunOptions:
             out_dir=Path(ns.abserve_out), max_error_rate=ns.abserve_max_error_rate,
             min_requests=ns.abserve_min_requests, model=ns.abserve_model,
             tokenize_url=ns.abserve_tokenize_url, timeout_s=ns.abserve_timeout,
-            shard=shard, shards=shards, node=node, tags=parse_tags(ns.abserve_tags))
+            shard=shard, shards=shards, node=node, tags=parse_tags(ns.abserve_tags),
+            connect_retry_s=getattr(ns, "abserve_connect_retry", CONNECT_RETRY_S))
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def build_state(options: RunOptions) -> RunState:
     if options.corpus_path is not None:
         entries = read_jsonl(options.corpus_path, options.shard, options.shards)
     else:
-        model = options.model or profile.model or discover_model(options.host)
+        model = options.model or profile.model or discover_model(options.host, options.connect_retry_s)
         tokenizer = None
         if profile.chunk_boundary is not None:
             url = options.tokenize_url or profile.chunk_boundary.tokenize_url or options.host

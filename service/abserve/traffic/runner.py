@@ -91,6 +91,9 @@ class LoadSpec:
     deadline_s: float | None = None
     tags: Mapping[str, str] | None = None
     api_key: str | None = field(default=None, repr=False)
+    # abserve run owns its router, which never restarts: a refused request fails at once
+    # (docker/run-load.sh keeps the locustfile's default, for a restarted router container)
+    connect_retry_s: float = 0.0
 
 
 def locust_args(spec: LoadSpec) -> list[str]:
@@ -105,7 +108,8 @@ def locust_args(spec: LoadSpec) -> list[str]:
             "--abserve-run-id", spec.run_id, "--abserve-out", str(spec.out_dir),
             "--abserve-shape", spec.shape, "--abserve-rate", str(spec.rate),
             "--abserve-max-error-rate", str(spec.max_error_rate),
-            "--abserve-timeout", str(spec.timeout_s)]
+            "--abserve-timeout", str(spec.timeout_s),
+            "--abserve-connect-retry", str(spec.connect_retry_s)]
     args += ["--abserve-requests", str(spec.requests)] if spec.requests else [
         "--abserve-duration", str(spec.duration)]
     optional = {"--abserve-seed": spec.seed, "--abserve-model": spec.model,
