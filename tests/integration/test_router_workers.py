@@ -5,7 +5,8 @@ real PostgreSQL server (the store tests' session server). Every streamed request
 fresh connection, so the kernel spreads them over both workers. Checked: every exchange
 acknowledged to the client (its ``x-abserve-request-id``) is stored exactly once, both
 workers answered some, ``/metrics`` counts the requests of all workers whichever answers,
-the run is created once and ``completed`` after SIGTERM. Settings several workers cannot
+the run is created once and ``completed`` after SIGTERM; with ``resume`` a restarted
+supervisor reopens the run and both halves are stored once. Settings several workers cannot
 share (SQLite) are refused with a usage error; a port already taken stops the supervisor
 before it touches the store.
 """
@@ -51,11 +52,12 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:  # noqa: F811
         conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
-def _config(tmp_path: Path, urls: list[str], database_url: str | None) -> tuple[Path, int]:
+def _config(tmp_path: Path, urls: list[str], database_url: str | None,
+            resume: bool = False) -> tuple[Path, int]:
     port = free_port()
     config = {"arms": {"a": {"url": urls[0]}, "b": {"url": urls[1]}}, "primary": "a",
               "dev_mode": True, "run_dir": str(tmp_path / "run"), "run_id": "workers-run",
-              "port": port, "max_concurrency": 64}
+              "port": port, "max_concurrency": 64, "resume": resume}
     if database_url:
         config["database_url"] = database_url
     path = tmp_path / "router.yaml"
@@ -126,6 +128,40 @@ def test_two_workers_store_every_acknowledged_exchange_once(tmp_path: Path, pg_u
         store.close()
     assert len(set(acked)) == REQUESTS
     assert sorted(stored) == sorted(acked)  # each acknowledged exchange, exactly once
+
+
+def _serve(config: Path, port: int, log: Path, requests: int) -> list[str]:
+    """``abserve router --workers 2`` until ``requests`` were answered, then SIGTERM."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "abserve", "router", "--config",
+                                 str(config), "--workers", "2"], stdout=out, stderr=out)
+    try:
+        _wait_up(proc, port)
+        with ThreadPoolExecutor(4) as pool:
+            acked = list(pool.map(lambda _: _one(port), range(requests)))
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=90)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    return acked
+
+
+def test_a_restarted_supervisor_resumes_its_run_across_workers(tmp_path: Path, pg_url: str) -> None:
+    with FakeUpstream() as a, FakeUpstream() as b:
+        config, port = _config(tmp_path, [a.url, b.url], pg_url, resume=True)
+        log = tmp_path / "router.log"
+        acked = _serve(config, port, log, 12) + _serve(config, port, log, 12)
+    assert "resumed after a router restart" in log.read_text()
+    store = Store.open(pg_url)
+    try:
+        run = store.get_run("workers-run")
+        stored = [e.request_id for e in store.iter_exchanges("workers-run")]
+    finally:
+        store.close()
+    assert run is not None
+    assert run.status == "completed"
+    assert len(run.provenance["router_restarts"]) == 1  # type: ignore[arg-type]
+    assert sorted(stored) == sorted(acked)  # both halves, each acknowledged exchange once
 
 
 def test_several_workers_refuse_sqlite(tmp_path: Path) -> None:
