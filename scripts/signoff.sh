@@ -46,9 +46,9 @@ echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
 # The service image first (it derives the environment), then each arm's vLLM image from the
 # base image the config names for it (ABSERVE_VLLM_IMAGE_<ARM>, else .env's shared one).
 docker compose --env-file "$ENV_FILE" build prepare
-docker run --rm --network none --entrypoint python \
-  -v "$PWD/configs:/app/configs:ro" abserve/service:local \
-  -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" \
+# (</dev/null: `compose run` reads its stdin, which is the block plan in gpu-rotation.sh's loop.)
+docker compose --env-file "$ENV_FILE" run --rm --no-deps -T --entrypoint python prepare \
+  -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
   || die "$CONFIG does not fit docker-compose.yml (see the message above)"
 
 dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")

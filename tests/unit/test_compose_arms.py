@@ -53,7 +53,7 @@ def resolve(env: dict[str, str], tmp_path: Path, *, cpu: bool = False) -> dict[s
     else:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("ABSERVE_", "COMPOSE_", "VLLM_"))}
         clean |= {"HOME": "/nonexistent-home", "ABSERVE_API_KEY": TEST_KEY,
-                  "ABSERVE_WHEELS_URL": "http://127.0.0.1:9/wheels"}
+                  "ABSERVE_HOST_PYTHON": "/opt/python3.11", "ABSERVE_HOST_PROJECT": str(ROOT)}
         cmd = [str(compose_binary()), "--project-directory", str(ROOT), "-f", "docker-compose.yml",
                "-f", "docker-compose.cpu.yml", "--env-file", str(ENV_EXAMPLE), "--env-file", str(path),
                "config", "--format", "json"]
@@ -178,11 +178,17 @@ def test_without_per_arm_values_compose_runs_todays_stack(tmp_path: Path) -> Non
 
 def test_the_cpu_override_keeps_the_cpu_image_and_the_arms_own_args_and_lookup(tmp_path: Path) -> None:
     services = resolve(derived(two_images()), tmp_path, cpu=True)
+    for name, service in services.items():
+        assert service["image"] == "abserve/host-runtime:local", name
+        assert "build" not in service, name  # nothing is built: the host's /usr, Python, project
+        mounts = {m["target"]: (m["source"], m.get("read_only", False)) for m in service["volumes"]}
+        assert mounts["/usr"] == ("/usr", True), name
+        assert mounts["/opt/python3.11"] == ("/opt/python3.11", True), name
+        assert mounts[str(ROOT)] == (str(ROOT), True), name
     for name in ("vllm-a", "vllm-b", "vllm-a2"):
-        assert services[name]["image"] == "abserve/vllm-cpu:local", name
-        assert "build" not in services[name], name  # built once, by model-fetch
         assert "deploy" not in services[name], name
-    assert services["model-fetch"]["build"]["dockerfile"] == "docker/vllm-cpu.Dockerfile"
+        # The CPU arms start together (no GPU memory to size the KV cache from).
+        assert list(services[name]["depends_on"]) == ["model-fetch"], name
     assert services["vllm-b"]["command"][-1] == "--enforce-eager"
     assert services["vllm-b"]["environment"]["ABSERVE_MM_LOOKUP"] == "hybrid"
     assert services["vllm-b"]["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "0"
@@ -238,7 +244,7 @@ def test_an_arm_without_a_known_lookup_is_an_error_not_a_verdict(
 
 SIGNOFF_DOCKER = """
 args = sys.argv[1:]
-if args[0] == "run":
+if "abserve.deploy.compose_env" in args:
     print("ABSERVE_CONFIG=configs/gpu-release.yaml")
     print("ABSERVE_ARMS=a b a2")
 elif "ps" in args:
@@ -267,7 +273,7 @@ def test_signoff_builds_each_arms_image_after_deriving_the_environment(tmp_path:
     assert result.returncode == 0, result.stderr
     made = calls(log)
     builds = [i for i, c in enumerate(made) if "build" in c]
-    derive = next(i for i, c in enumerate(made) if c[:2] == ["docker", "run"])
+    derive = next(i for i, c in enumerate(made) if "abserve.deploy.compose_env" in c)
     assert made[builds[0]][-2:] == ["build", "prepare"] and builds[0] < derive
     arms_build = made[builds[1]]
     assert builds[1] > derive and any(a.endswith("/compose.env") for a in arms_build)

@@ -35,6 +35,14 @@ def sh(script: str, env: dict[str, str], *args: str,
 # ---- 1. gpu-rotation.sh: combine and report as the host user ----------------------------
 
 
+# `abserve report` (the command after `--entrypoint abserve report`) answers 2, the rest 0.
+REPORT_EXITS_2 = """
+a = sys.argv
+i = a.index("--entrypoint") if "--entrypoint" in a else -1
+sys.exit(2 if i >= 0 and a[i + 3] == "report" else 0)
+"""
+
+
 def test_rotation_combines_and_reports_as_the_host_user(tmp_path: Path) -> None:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)
@@ -46,14 +54,15 @@ def test_rotation_combines_and_reports_as_the_host_user(tmp_path: Path) -> None:
     (tree / ".env").write_text(f"ABSERVE_RUNS_DIR={tmp_path / 'runs'}\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake(bin_dir, "docker", "import sys; sys.exit(2 if 'report' in sys.argv else 0)")
+    fake(bin_dir, "docker", REPORT_EXITS_2)
     log = tmp_path / "calls.jsonl"
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
     result = subprocess.run(["bash", str(tree / "scripts" / "gpu-rotation.sh"), "configs/x.yaml", "2"],
                             env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
-    runs = [c for c in calls(log) if c[:2] == ["docker", "run"]]
-    assert [c[c.index("abserve/service:local") + 1] for c in runs] == ["combine", "report"]
+    runs = [c for c in calls(log) if c[:2] == ["docker", "compose"] and "run" in c]
+    assert [c[c.index("--entrypoint") + 3] for c in runs] == ["combine", "report"]
+    assert {c[c.index("--entrypoint") + 2] for c in runs} == {"report"}  # the report service
     for call in runs:
         assert call[call.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}", call
 

@@ -231,7 +231,8 @@ DOCKER = """
 args = sys.argv[1:]
 if args[:2] == ["compose", "version"] or "build" in args or "down" in args or "logs" in args:
     sys.exit(0)
-if args[0] == "run":
+if "abserve.deploy.compose_env" in args:  # compose run --entrypoint python prepare -m ...
+    sys.stdin.read()  # as `docker compose run` does: it forwards its stdin to the container
     print("ABSERVE_CONFIG=configs/gpu-x.yaml")
 elif "up" in args:
     sys.exit(int(os.environ.get("FAKE_UP_RC", "0")))
@@ -244,7 +245,8 @@ elif args[0] == "inspect":
 """
 
 
-def signoff(tmp_path: Path, env_file: str | None, **fakes: str) -> tuple[int, str, list[list[str]]]:
+def signoff(tmp_path: Path, env_file: str | None, stdin: str = "",
+            **fakes: str) -> tuple[int, str, list[list[str]]]:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)
     (tree / "configs").mkdir()
@@ -257,8 +259,10 @@ def signoff(tmp_path: Path, env_file: str | None, **fakes: str) -> tuple[int, st
     fake(bin_dir, "docker", DOCKER)
     log = tmp_path / "calls.jsonl"
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), **fakes}
-    result = subprocess.run(["bash", str(tree / "scripts" / "signoff.sh"), "configs/gpu-x.yaml",
-                             "--scale", "locust-worker=3"],
+    # As gpu-rotation.sh runs it: in a loop reading its plan from stdin, which must survive.
+    script = f'bash "{tree / "scripts" / "signoff.sh"}" configs/gpu-x.yaml --scale locust-worker=3; ' \
+             'rc=$?; echo "stdin left: $(cat)"; exit $rc'
+    result = subprocess.run(["bash", "-c", script], input=stdin,
                             env=env, capture_output=True, text=True, timeout=30, check=False)
     return result.returncode, result.stderr + result.stdout, calls(log)
 
@@ -276,6 +280,14 @@ def test_signoff_exits_with_the_reports_code(tmp_path: Path, code: str) -> None:
     assert any(a.endswith("/compose.env") for a in up)
     assert ["docker", "wait", "cid"] in made
     assert any("down" in c for c in made)
+
+
+def test_signoff_leaves_its_callers_stdin_alone(tmp_path: Path) -> None:
+    # gpu-rotation.sh feeds its block plan to a `while read` loop around signoff.sh; the first
+    # real rotation ran 1 block of 2 because `docker compose run` swallowed the plan.
+    rc, out, _ = signoff(tmp_path, GOOD_ENV, stdin="1 1 0\n", FAKE_REPORT_ID="cid", FAKE_REPORT_CODE="2")
+    assert rc == 2, out
+    assert "stdin left: 1 1 0" in out
 
 
 def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
