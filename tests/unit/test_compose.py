@@ -179,6 +179,19 @@ def test_backends_publish_nothing_and_live_on_an_internal_network() -> None:
     assert port["target"] == 8100
 
 
+def test_each_arm_keeps_its_own_vllm_cache_between_sign_offs() -> None:
+    # Model inspection (a subprocess of 10-15 s per start) and torch.compile's artifacts: one
+    # named volume per arm, so no arm ever reads what the other one wrote.
+    model = resolved("gpu-qwen2.5-vl-3b.yaml")
+    caches = {}
+    for arm, name in ARM_SERVICES.items():
+        mounts = [m for m in model["services"][name]["volumes"] if m["target"] == "/root/.cache/vllm"]
+        assert [m["type"] for m in mounts] == ["volume"], name
+        caches[arm] = mounts[0]["source"]
+    assert len(set(caches.values())) == len(caches), caches
+    assert set(caches.values()) <= set(model["volumes"])
+
+
 def test_no_service_may_read_local_media() -> None:
     text = "".join(json.dumps(resolved(config.name)) for config in GPU_CONFIGS)
     scripts = [p for p in (ROOT / "docker").iterdir() if p.is_file()]
