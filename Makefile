@@ -14,11 +14,11 @@ run: setup
 	if [ $$code -le 2 ]; then echo "make run: verdict reached (exit $$code); report in $(OUT)"; \
 	else exit $$code; fi
 
-# tests/compose runs `make compose-check` as a test (marker compose; root; about 10 minutes,
+# tests/compose_stack runs `make compose-check` as a test (marker compose; root; about 10 minutes,
 # benchmarks/compose.md). Its fault cases (`make compose-faults`, about 8 minutes more) run
 # with COMPOSE_FAULTS=1.
 COMPOSE_FAULTS ?= 0
-FAULTS_CASE := tests/compose/test_compose_check.py::test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found[compose-faults]
+FAULTS_CASE := tests/compose_stack/test_compose_check.py::test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found[compose-faults]
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 1,$(COMPOSE_FAULTS)),,--deselect '$(FAULTS_CASE)') $(PYTEST_ARGS)
 

