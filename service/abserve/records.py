@@ -9,15 +9,20 @@ same point in its stream, so the arms are measured the same way. ``started_at`` 
 wall-clock (Unix seconds) for humans and for ordering runs.
 
 Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
+
+In JSON a logprob of ``-inf`` (vLLM's for a token of probability 0) is written as the
+constant ``-Infinity`` (``RECORD_CONFIG``), never as ``null``: a record read back is the
+record written.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+RECORD_CONFIG = ConfigDict(ser_json_inf_nan="constants")
 
 ErrorClass = Literal[
     "connect",  # could not connect / connection refused
@@ -34,6 +39,8 @@ ErrorClass = Literal[
 class TopLogprob(BaseModel):
     """One candidate of the top-k at a position."""
 
+    model_config = RECORD_CONFIG
+
     token: str
     logprob: float
     token_id: int | None = None
@@ -41,6 +48,8 @@ class TopLogprob(BaseModel):
 
 class PositionLogprobs(BaseModel):
     """The chosen token at one output position and the top-k candidates there."""
+
+    model_config = RECORD_CONFIG
 
     token: str
     logprob: float
@@ -50,6 +59,8 @@ class PositionLogprobs(BaseModel):
 
 class ArmOutcome(BaseModel):
     """What one arm returned for one exchange."""
+
+    model_config = RECORD_CONFIG
 
     arm: str
     status: int | None = None  # HTTP status; None when no response arrived
@@ -76,6 +87,8 @@ class ArmOutcome(BaseModel):
 
 class Exchange(BaseModel):
     """One client request fanned out to every arm, and what each arm answered."""
+
+    model_config = RECORD_CONFIG
 
     schema_version: int = SCHEMA_VERSION
     run_id: str

@@ -25,7 +25,7 @@ def test_readyz_is_not_ready_with_the_reason_when_an_arm_is_dead(tmp_path: Path)
             assert body["ready"] is False
             assert body["arms"] == {"a": True, "b": False, "c": False}
             assert "arm 'b' answered /health with HTTP 503" in body["reason"]
-            assert "arm 'c' is unreachable (ClientConnectorError)" in body["reason"]
+            assert "arm 'c' is unreachable (ConnectionRefusedError)" in body["reason"]
 
 
 def test_readyz_follows_the_arm_back_to_health(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The router's FastAPI app: factory, lifespan and the few paths it serves.
 
 ``create_app(settings)`` builds an app whose lifespan owns one ``upstream.ArmClient`` per
-arm (an aiohttp session with explicit timeouts and pool limits) and the record writer (the store's
-``BatchWriter``, or an injected sink in tests). Paths: ``POST /v1/chat/completions``,
+arm (a keep-alive connection pool with explicit timeouts and limits) and the record
+writer (the store's ``BatchWriter``, or an injected sink in tests). Paths: ``POST /v1/chat/completions``,
 ``POST /v1/completions`` (fanned out), ``GET /v1/models`` (from the primary),
 ``GET /livez`` (no backend call), ``GET /readyz`` (every arm's ``/health`` answers 200;
 otherwise 503 with the reason per arm: a dead arm makes every exchange useless),

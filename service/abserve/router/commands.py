@@ -6,7 +6,7 @@ in PostgreSQL (``router/workers.py``). Before serving,
 everything alive after startup is frozen out of the garbage collector's sight
 (``gc.freeze``): the router's records keep ~600 container objects alive per exchange
 until they are written, which triggers full collections, and each one walked the whole
-startup heap (FastAPI, pydantic, SQLAlchemy, aiohttp): measured under load, a full
+startup heap (FastAPI, pydantic, SQLAlchemy): measured under load, a full
 collection took up to 64 ms of CPU with the event loop stopped, 5 ms once frozen, and the
 router's CPU per request fell by ~1 ms (``benchmarks/router_overhead.md``).
 """

@@ -29,15 +29,15 @@ import random
 import time
 from dataclasses import dataclass, field
 
-import aiohttp
 import orjson
 
 from abserve.records import ArmOutcome, ErrorClass
 from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
+from abserve.router.http1 import ArmTransportError
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, SSEParser, Transcript
-from abserve.router.upstream import ArmClient, error_class
+from abserve.router.upstream import ArmClient, Response, error_class
 
 MAX_ERROR_BODY = 64 * 1024
 _GATEWAY_STATUS: dict[str, int] = {"timeout_first_token": 504, "timeout_idle": 504,
@@ -112,7 +112,7 @@ class ArmCall:
             async with asyncio.timeout(self.deadlines.total_s) as total:
                 try:
                     await self._call()
-                except aiohttp.ClientError as exc:  # first: aiohttp's timeouts are TimeoutErrors
+                except ArmTransportError as exc:
                     klass = error_class(exc, answered=out.t_first_byte is not None)
                     raise UpstreamFailure(klass, type(exc).__name__) from exc
                 except TimeoutError:
@@ -154,10 +154,10 @@ class ArmCall:
         async with asyncio.timeout(None) as phase:
             self._deadline = phase  # not streamed: the whole answer is its first token
             phase.reschedule(loop.time() + self.deadlines.first_token_s)
-            async with self.client.open(self.path, self.payload) as response:
+            async with self.client.open("POST", self.path, self.payload) as response:
                 await self._read(response)
 
-    async def _read(self, response: aiohttp.ClientResponse) -> None:
+    async def _read(self, response: Response) -> None:
         out = self.outcome
         out.t_first_byte = self._now()
         out.status = response.status
@@ -174,7 +174,7 @@ class ArmCall:
             return
         await self._read_stream(response, Head(response.status, ctype))
 
-    async def _read_whole(self, response: aiohttp.ClientResponse, ctype: str) -> None:
+    async def _read_whole(self, response: Response, ctype: str) -> None:
         raw = await response.read()
         try:
             body = orjson.loads(raw)
@@ -190,13 +190,13 @@ class ArmCall:
             self.relay.queue.put_nowait(None)
         self._check_error(body)
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, head: Head) -> None:
+    async def _read_stream(self, response: Response, head: Head) -> None:
         """Read SSE at full speed; the client's head goes out with the first data, so a
         primary that misses its first-token deadline is still a clean 504."""
         parser, done, seen = SSEParser(), False, 0
         loop = asyncio.get_running_loop()
         yielded = False
-        async for data in response.content.iter_any():
+        async for data in response.iter_any():
             t = self._now()
             events = parser.feed(data)
             seen += len(events)
@@ -277,10 +277,10 @@ def _error_code(chunk: dict[str, object]) -> str | None:
     return f"code {code}" if isinstance(code, int) else "no code"
 
 
-async def _read_capped(response: aiohttp.ClientResponse, limit: int = MAX_ERROR_BODY) -> bytes:
+async def _read_capped(response: Response, limit: int = MAX_ERROR_BODY) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async for data in response.content.iter_any():
+    async for data in response.iter_any():
         parts.append(data)
         size += len(data)
         if size >= limit:

@@ -1,25 +1,22 @@
-"""The router's HTTP client for one arm: a pooled aiohttp session with explicit limits.
+"""The router's HTTP client for one arm: a keep-alive pool of ``http1.Connection``s.
 
-Why aiohttp and not httpx: the router sends every ~1 MB request to every arm and reads
-every arm's stream, so the client's CPU per request is paid once per arm. Measured on the
+Why its own client: the router sends every ~1 MB request to every arm and reads every
+arm's stream, so the client's CPU per request is paid once per arm. Measured on the
 developers' 2-core machine (streamed 1 MB chat requests to a local upstream, client CPU
-only): httpx 1.2-1.5 ms per request, aiohttp 0.3-0.7 ms; httpx's pool bookkeeping also
-grows with the pool's size (``benchmarks/router_overhead.md``, proxy-overhead notes).
+only): httpx 1.2-1.5 ms per request, aiohttp 0.3-0.7 ms, and aiohttp was still a fifth of
+the router's CPU (``benchmarks/router_overhead.md``). ``http1.Connection`` is an asyncio
+protocol around httptools' parser that writes the request head and body as they are and
+hands the answer's bytes over as they arrive.
 
-``ArmClient`` is owned by the app's lifespan (one per arm). Its pool is ``PoolLimits``
-(connection cap, keep-alive expiry under the upstream's own 5 s so a reused connection
-is never one the server is closing); its connect timeout (which also covers waiting for
-a free pooled connection) is the arm's ``connect_s``; read deadlines are per phase and
-enforced by the caller (``fanout.ArmCall``). Bytes are relayed as the arm sent them: no
+``ArmClient`` is owned by the app's lifespan (one per arm). Its pool is ``PoolLimits``: at
+most ``max_connections`` requests in flight (more wait for a free one), idle connections
+reused until ``keepalive_expiry_s`` (under the upstream's own 5 s, so a reused connection
+is never one the server is closing). Its connect timeout (which also covers waiting for a
+free connection) is the arm's ``connect_s``; read deadlines are per phase and enforced by
+the caller (``fanout.ArmCall``). Bytes are relayed as the arm sent them: no
 ``Accept-Encoding`` is offered and nothing is decompressed.
 
-One copy less per arm: aiohttp joins a request's head and body into one new buffer before
-writing (``SKIP_WRITELINES``, on Python before 3.12.9, whose selector transports had a
-``writelines`` bug); the router runs on uvloop, whose own ``writelines`` does not have it,
-so ``zero_copy_writes`` lets aiohttp hand the head and the ~1 MB body to the transport as
-they are (measured: ~0.1 ms CPU per arm per 1 MB request).
-
-Transport failures surface as ``aiohttp.ClientError`` from ``open`` (streaming; the
+Transport failures surface as ``http1.ArmTransportError`` from ``open`` (streaming; the
 caller classifies them with ``error_class``) or as ``UpstreamError`` from ``post`` and
 ``get`` (whole answers).
 """
@@ -27,19 +24,19 @@ caller classifies them with ``error_class``) or as ``UpstreamError`` from ``post
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-
-import aiohttp
-import aiohttp.http_writer
-from yarl import URL
+from urllib.parse import urlsplit
 
 from abserve.records import ErrorClass
+from abserve.router.http1 import ArmTransportError, ConnectFailed, Connection
 from abserve.router.settings import ArmSettings, PoolLimits
 
-JSON_HEADERS = {"content-type": "application/json"}
+USER_AGENT = "abserve-router"
 
 
 @dataclass(frozen=True)
@@ -55,25 +52,29 @@ class UpstreamError(Exception):
     """The arm could not be reached, or broke the connection before answering in full."""
 
 
-def error_class(exc: aiohttp.ClientError, answered: bool) -> ErrorClass:
+def error_class(exc: ArmTransportError, answered: bool) -> ErrorClass:
     """``connect`` when no answer began (refused, connect timeout, dropped before the
     head), else ``truncated`` (the answer broke off)."""
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+    if isinstance(exc, ConnectFailed):
         return "connect"
     return "truncated" if answered else "connect"
 
 
-def zero_copy_writes() -> bool:
-    """Let aiohttp write head and body without joining them, when the running loop is
-    uvloop's (see the module docstring); True when enabled."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is in the service extra
-        return False
-    if isinstance(asyncio.get_running_loop(), uvloop.Loop):
-        aiohttp.http_writer.SKIP_WRITELINES = False
-        return True
-    return False
+class Response:
+    """An arm's answer with its body unread: ``status``, ``headers`` (lower-case names)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.status, self.headers = conn.status, conn.headers
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, all bytes read so far in one piece."""
+        while (data := await self._conn.read_some()) is not None:
+            yield data
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        return b"".join([data async for data in self.iter_any()])
 
 
 class ArmClient:
@@ -81,54 +82,91 @@ class ArmClient:
 
     def __init__(self, arm: ArmSettings, pool: PoolLimits) -> None:
         self.arm, self.pool = arm, pool
-        self._headers = dict(JSON_HEADERS)
-        if arm.api_key is not None:
-            self._headers["authorization"] = f"Bearer {arm.api_key.get_secret_value()}"
-        self._urls: dict[str, URL] = {}
-        self._session: aiohttp.ClientSession | None = None
+        url = urlsplit(arm.url)
+        self._host = url.hostname or "127.0.0.1"
+        self._port = url.port or (443 if url.scheme == "https" else 80)
+        self._tls = ssl.create_default_context() if url.scheme == "https" else None
+        self._prefix = url.path.rstrip("/")
+        netloc = url.netloc.rpartition("@")[2]  # never a userinfo in the Host header
+        extra = f"authorization: Bearer {arm.api_key.get_secret_value()}\r\n" if arm.api_key else ""
+        self._fixed = f"host: {netloc}\r\nuser-agent: {USER_AGENT}\r\n{extra}".encode("latin-1")
+        self._idle: list[Connection] = []
+        self._slots = asyncio.Semaphore(pool.max_connections)
+        self._open = False
 
     async def __aenter__(self) -> ArmClient:
-        zero_copy_writes()
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.pool.max_connections, limit_per_host=0,
-                                           keepalive_timeout=self.pool.keepalive_expiry_s),
-            timeout=self._timeout(None),
-            headers=self._headers,
-            skip_auto_headers=("Accept-Encoding",),
-            auto_decompress=False,
-            trust_env=False,
-        )
+        self._open = True
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self._open = False
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
 
-    def _timeout(self, total_s: float | None) -> aiohttp.ClientTimeout:
-        connect_s = self.arm.deadlines.connect_s
-        return aiohttp.ClientTimeout(total=total_s, connect=connect_s, sock_connect=connect_s,
-                                     sock_read=None)
+    def _head(self, method: str, path: str, body: bytes | None) -> bytes:
+        length = (b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body)
+                  if body is not None else b"")
+        return b"%s %s HTTP/1.1\r\n%s%s\r\n" % (method.encode(), (self._prefix + path).encode(),
+                                                self._fixed, length)
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    async def _acquire(self) -> Connection:
+        """A connection for one request: a fresh idle one, else a new one; waiting for a
+        free slot and connecting together within the arm's connect timeout."""
+        if not self._open:
             raise RuntimeError("ArmClient used outside its 'async with' block")
-        return self._session
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.arm.deadlines.connect_s):
+                await self._slots.acquire()
+                try:
+                    return self._reuse(loop.time()) or await self._connect(loop)
+                except BaseException:
+                    self._slots.release()
+                    raise
+        except TimeoutError:
+            raise ConnectFailed("connect timeout") from None
+        except OSError as exc:
+            raise ConnectFailed(type(exc).__name__) from exc
 
-    def url(self, path: str) -> URL:
-        """The arm's URL for ``path`` (parsed once per path)."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = URL(self.arm.url + path)
-        return url
+    def _reuse(self, now: float) -> Connection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < self.pool.keepalive_expiry_s:
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> Connection:
+        _, conn = await loop.create_connection(
+            Connection, self._host, self._port, ssl=self._tls,
+            server_hostname=self._host if self._tls else None)
+        sock = conn.transport.get_extra_info("socket") if conn.transport else None
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def _release(self, conn: Connection) -> None:
+        self._slots.release()
+        if self._open and conn.reusable:
+            conn.idle_since = asyncio.get_running_loop().time()
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     @asynccontextmanager
-    async def open(self, path: str, payload: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
-        """POST ``payload`` (JSON bytes) and yield the response with its body unread."""
-        async with self.session.post(self.url(path), data=payload) as response:
-            yield response
+    async def open(self, method: str, path: str, payload: bytes | None = None
+                   ) -> AsyncIterator[Response]:
+        """Send a request (``payload``: JSON bytes) and yield the response with its body
+        unread; a connection whose answer was not read to its end is closed."""
+        conn = await self._acquire()
+        try:
+            conn.send(self._head(method, path, payload), payload)
+            await conn.wait_head()
+            yield Response(conn)
+        finally:
+            self._release(conn)
 
     async def post(self, path: str, payload: bytes, timeout_s: float | None = None) -> Answer:
         """POST ``payload`` (JSON bytes) and read the whole answer."""
@@ -141,10 +179,9 @@ class ArmClient:
     async def _whole(self, method: str, path: str, payload: bytes | None,
                      timeout_s: float | None) -> Answer:
         try:
-            async with self.session.request(method, self.url(path), data=payload,
-                                            timeout=self._timeout(timeout_s)) as response:
+            async with asyncio.timeout(timeout_s), self.open(method, path, payload) as response:
                 content = await response.read()
                 ctype = response.headers.get("content-type", "application/json")
                 return Answer(response.status, content, ctype)
-        except aiohttp.ClientError as exc:  # includes aiohttp's own timeouts
-            raise UpstreamError(type(exc).__name__) from exc
+        except ArmTransportError as exc:
+            raise UpstreamError(str(exc) or type(exc).__name__) from exc

@@ -90,7 +90,6 @@ def _dumps(value: Any) -> str:
 
 def exchange_row(exchange: Exchange) -> dict[str, Any]:
     """The ``abserve_exchanges`` row of one exchange."""
-    arms = {name: outcome.model_dump(mode="python") for name, outcome in exchange.arms.items()}
     return {
         "run_id": exchange.run_id,
         "request_id": exchange.request_id,
@@ -102,7 +101,7 @@ def exchange_row(exchange: Exchange) -> dict[str, Any]:
         "prompt_text": None if exchange.prompt_text is None else _dumps(exchange.prompt_text),
         "image_hashes": list(exchange.image_hashes),
         "tags": dict(exchange.tags),
-        "arms": _dumps(arms),
+        "arms": _dumps(exchange.arms),  # the models themselves: no dict copy (RECORD_CONFIG)
     }
 
 

@@ -57,3 +57,18 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main([f"sqlite:///{tmp_path / 'abserve.db'}", run_id, str(out)]) == 0
     assert "5 exchanges" in capsys.readouterr().out
     assert main(["only-one-arg"]) == 2
+
+
+def test_a_minus_infinity_logprob_survives_export(tmp_path: Path) -> None:
+    """vLLM's -inf logprob (probability 0) is written as -Infinity, not null."""
+    from tests.unit.store.store_samples import exchange as with_logprobs
+
+    store, run_id = filled_store(tmp_path)
+    written = with_logprobs(run_id, 99)
+    assert written.arms["a"].logprobs[0].logprob == float("-inf")
+    store.write_exchanges([written])
+    path = tmp_path / "run.jsonl.gz"
+    write_run_file(store, run_id, path)
+    _, exchanges = read_run_file(path)
+    assert exchanges[-1] == written
+    store.close()
