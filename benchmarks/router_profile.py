@@ -53,7 +53,7 @@ from abserve.router.validation import (  # noqa: E402
     parse_json,
 )
 from abserve.store import Store  # noqa: E402
-from abserve.store.store import exchange_row  # noqa: E402
+from abserve.store.rows import exchange_row  # noqa: E402
 
 
 def cpu_ms(fn: Callable[[], object], n: int = 200) -> float:

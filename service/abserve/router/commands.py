@@ -8,7 +8,9 @@ everything alive after startup is frozen out of the garbage collector's sight
 until they are written, which triggers full collections, and each one walked the whole
 startup heap (FastAPI, pydantic, SQLAlchemy): measured under load, a full
 collection took up to 64 ms of CPU with the event loop stopped, 5 ms once frozen, and the
-router's CPU per request fell by ~1 ms (``benchmarks/router_overhead.md``).
+router's CPU per request fell by ~1 ms (``benchmarks/router_overhead.md``). The GIL's
+switch interval is shortened so that the store's writer thread cannot keep the event loop
+waiting for long (``GIL_SWITCH_INTERVAL_S``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ import typer
 
 if TYPE_CHECKING:
     from abserve.router.settings import RouterSettings
+
+# The store's writer thread and the event loop share the GIL. With CPython's default 5 ms
+# switch interval a loop waiting for it while the writer inserts a batch waits up to 5 ms
+# per hand-over: the router's 1-stream p99 latency came in bursts at the flush interval.
+# 0.5 ms bounds that wait; measured: TTFT p99 18-19 -> 14 ms, CPU per request unchanged
+# (benchmarks/router_overhead.md).
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def serve(config: Path, host: str | None = None, port: int | None = None,
@@ -53,6 +62,7 @@ def run_app(settings: RouterSettings, sock: socket.socket | None = None,
 
     app = create_app(settings, own_run=own_run)
     freeze_heap()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -20,7 +20,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import TypeAdapter
-from pydantic_core import to_json
 from sqlalchemy import (
     Connection,
     Engine,
@@ -37,6 +36,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts, restart_entry, restarts
+from abserve.store.rows import Row, dumps_json, exchange_row
 from abserve.store.schema import (
     STORE_SCHEMA_VERSION,
     exchanges_table,
@@ -83,28 +83,6 @@ class RunConfigError(StoreError, ValueError):
 _ARMS = TypeAdapter(dict[str, ArmOutcome])
 
 
-def _dumps(value: Any) -> str:
-    """JSON text that keeps ``inf``/``nan`` (as JavaScript constants) and escapes NUL."""
-    return to_json(value, inf_nan_mode="constants").decode()
-
-
-def exchange_row(exchange: Exchange) -> dict[str, Any]:
-    """The ``abserve_exchanges`` row of one exchange."""
-    return {
-        "run_id": exchange.run_id,
-        "request_id": exchange.request_id,
-        "schema_version": exchange.schema_version,
-        "started_at": exchange.started_at,
-        "endpoint": exchange.endpoint,
-        "stream": exchange.stream,
-        "fingerprint": exchange.fingerprint,
-        "prompt_text": None if exchange.prompt_text is None else _dumps(exchange.prompt_text),
-        "image_hashes": list(exchange.image_hashes),
-        "tags": dict(exchange.tags),
-        "arms": _dumps(exchange.arms),  # the models themselves: no dict copy (RECORD_CONFIG)
-    }
-
-
 def exchange_from_row(row: RowMapping) -> Exchange:
     """The exchange stored in one row; refuses rows of a newer record schema."""
     version = int(row["schema_version"])
@@ -130,7 +108,7 @@ def exchange_from_row(row: RowMapping) -> Exchange:
 
 def _run_docs(run: RunInfo) -> dict[str, str]:
     dumped = run.model_dump(mode="json", include={"config", "provenance", "arms"})
-    return {key: _dumps(dumped[key]) for key in ("config", "provenance", "arms")}
+    return {key: dumps_json(dumped[key]) for key in ("config", "provenance", "arms")}
 
 
 class Store:
@@ -235,7 +213,7 @@ class Store:
                 .where(cols.run_id == run_id, cols.status == stored["status"],
                        cols.heartbeat_at == stored["heartbeat_at"],
                        cols.owner_host == stored["owner_host"], cols.owner_pid == stored["owner_pid"])
-                .values(status="running", ended_at=None, provenance=_dumps(provenance),
+                .values(status="running", ended_at=None, provenance=dumps_json(provenance),
                         heartbeat_at=now, owner_host=owner.host, owner_pid=owner.pid,
                         owner_started=owner.started)
             )
@@ -327,8 +305,13 @@ class Store:
 
     def insert_exchanges(self, conn: Connection, exchanges: Sequence[Exchange]) -> None:
         """Insert exchanges inside the caller's transaction."""
-        if exchanges:
-            conn.execute(insert(exchanges_table), [exchange_row(e) for e in exchanges])
+        self.insert_rows(conn, [exchange_row(e) for e in exchanges])
+
+    def insert_rows(self, conn: Connection, rows: Sequence[Row]) -> None:
+        """Insert exchanges already made rows (``rows.exchange_row``) in the caller's
+        transaction."""
+        if rows:
+            conn.execute(insert(exchanges_table), rows)
 
     def iter_exchanges(self, run_id: str) -> Iterator[Exchange]:
         """A run's exchanges ordered by ``started_at``, read page by page.

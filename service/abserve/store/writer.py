@@ -1,7 +1,9 @@
 """Batched, off-the-request-path writes of one run's exchanges.
 
-The router calls ``BatchWriter.put`` once per finished exchange: a non-blocking append to
-a thread-safe queue, safe from asyncio code. A background thread wakes every
+The router calls ``BatchWriter.put`` once per finished exchange: the record is made a row
+there, in the caller's thread (``rows.exchange_row``: the writer thread then holds the GIL
+only for the insert, not for serialising a whole batch while the event loop waits), and
+appended to a thread-safe queue without blocking, safe from asyncio code. A background thread wakes every
 ``flush_interval_s`` and, in ONE transaction, inserts everything queued and refreshes the
 run's heartbeat. A SIGKILL therefore loses at most what was queued since the last commit
 (≤ one flush interval) plus the exchanges still in flight in the router; committed
@@ -27,6 +29,7 @@ import time
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from abserve.records import Exchange
+from abserve.store.rows import Row, exchange_row
 from abserve.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -52,8 +55,8 @@ class BatchWriter:
         self.run_id = run_id
         self.flush_interval_s = flush_interval_s
         self.claim_owner = claim_owner  # False in a router worker of several: see Store.heartbeat
-        self._queue: queue.Queue[Exchange] = queue.Queue(maxsize=max_pending)
-        self._pending: list[Exchange] = []  # taken from the queue, not yet committed
+        self._queue: queue.Queue[Row] = queue.Queue(maxsize=max_pending)
+        self._pending: list[Row] = []  # taken from the queue, not yet committed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -81,7 +84,7 @@ class BatchWriter:
                 f"exchange of run {exchange.run_id!r} given to the writer of run {self.run_id!r}"
             )
         try:
-            self._queue.put_nowait(exchange)
+            self._queue.put_nowait(exchange_row(exchange))
         except queue.Full:
             with self._lock:
                 self.dropped += 1
@@ -112,7 +115,7 @@ class BatchWriter:
             batch = list(self._pending)
             try:
                 with self.store.engine.begin() as conn:
-                    self.store.insert_exchanges(conn, batch)
+                    self.store.insert_rows(conn, batch)
                     self.store.heartbeat(self.run_id, conn, claim=self.claim_owner)
             except IntegrityError:
                 self._pending = []
@@ -137,15 +140,16 @@ class BatchWriter:
             except queue.Empty:
                 return
 
-    def _write_one_by_one(self, batch: list[Exchange]) -> None:
-        for exchange in batch:
+    def _write_one_by_one(self, batch: list[Row]) -> None:
+        for row in batch:
             try:
-                self.store.write_exchanges([exchange])
+                with self.store.engine.begin() as conn:
+                    self.store.insert_rows(conn, [row])
             except IntegrityError as exc:
                 self.dropped += 1
                 log.error(
                     "exchange %s refused by the store: %s",
-                    exchange.request_id,
+                    row["request_id"],
                     type(exc.orig).__name__ if exc.orig is not None else "IntegrityError",
                 )
             else:

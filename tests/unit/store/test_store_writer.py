@@ -11,8 +11,8 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import OperationalError
 from tests.unit.store.store_samples import exchange, run_info
 
-from abserve.records import Exchange
 from abserve.store import BatchWriter, Store
+from abserve.store.rows import Row
 from abserve.store.schema import runs_table
 
 
@@ -117,16 +117,16 @@ def test_refused_rows_are_dropped_alone(store: Store) -> None:
 def test_transient_failure_keeps_the_batch(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     store.create_run(run_info("r1"))
     writer = BatchWriter(store, "r1")
-    real = store.insert_exchanges
+    real = store.insert_rows
     calls = {"n": 0}
 
-    def flaky(conn: Connection, exchanges: Sequence[Exchange]) -> None:
+    def flaky(conn: Connection, rows: Sequence[Row]) -> None:
         calls["n"] += 1
         if calls["n"] == 1:
             raise OperationalError("INSERT", {}, Exception("database is locked"))
-        real(conn, exchanges)
+        real(conn, rows)
 
-    monkeypatch.setattr(store, "insert_exchanges", flaky)
+    monkeypatch.setattr(store, "insert_rows", flaky)
     writer.put(exchange("r1", 1))
     writer.flush()
     assert writer.errors == 1
