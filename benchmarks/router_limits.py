@@ -39,6 +39,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.router_overhead import export, wait_up  # noqa: E402
+from benchmarks.router_overhead import spawn as python  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
 
 MD = Path(__file__).with_suffix(".md")
@@ -47,30 +49,6 @@ STALLED, CAP_S = 8, 30.0
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 BODY = (b'{"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], '
         b'"max_tokens": 2, "temperature": 0}')
-
-
-def export(rev: str, dest: Path) -> str:
-    """The abserve package as it was at ``rev``, as a PYTHONPATH entry."""
-    archive = subprocess.run(["git", "archive", rev, "service/abserve"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return str(dest / "service")
-
-
-def python(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def until_up(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
 
 
 def router(tmp: Path, name: str, ups: list[int], extra: dict[str, object],
@@ -190,7 +168,7 @@ def main() -> None:
         procs += [proc for proc, _ in routers.values()]
         try:
             for port in [*ups, *(p for _, p in routers.values())]:
-                until_up(f"http://127.0.0.1:{port}/livez" if port not in ups
+                wait_up(f"http://127.0.0.1:{port}/livez" if port not in ups
                          else f"http://127.0.0.1:{port}/health")
             for name, (proc, port) in routers.items():
                 rss0, rss1 = huge_heads(port, proc.pid)

@@ -17,30 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.support.records_factory import arm, exchange, provenance, run_info
+from tests.support.report_runs import ITEMS, PLACEMENTS, STOP, TOKENS, policy, sequential_log
 
 from abserve.compare import Judgment, Policy, judge
 from abserve.compare.model import Look, MetricLine
 from abserve.records import Exchange
 from abserve.report import svg, write_report
-
-TOKENS = list(range(1, 13))
-ITEMS = (2, 8, 128, 512)
-PLACEMENTS = ("a:0,b:1", "a:1,b:0", "a:1,b:0", "a:0,b:1")  # ABBA over blocks
-STOP = "decided after 6 rounds: every critical gate passed"
-
-
-def policy(**seq: object) -> Policy:
-    return Policy.model_validate({
-        "arms": {"baseline": "a", "candidate": "b", "floor": None},
-        "min_samples": 20,
-        "sequential": {"enabled": True, "look_every": 8, "warmup": "fixed",
-                       "unknown_placement_bias": {"tpot": 0.0007}, **seq},
-        "metrics": [{"metric": "tpot", "allowed_relative": 0.05, "critical": True},
-                    {"metric": "ttft", "allowed_relative": 0.05, "critical": True},
-                    {"metric": "tpot", "statistic": "p99", "allowed_relative": 0.10}],
-        "improvements": [{"metric": "tpot", "min_items": 128, "at_least": 0.0}],
-        "per_item": [{"metric": "tpot", "allowed": 0.0}],
-    })
 
 
 def exchanges(n: int = 96, *, placed: bool = True, shift: float = 0.0, drift_at: int | None = None,
@@ -58,14 +40,6 @@ def exchanges(n: int = 96, *, placed: bool = True, shift: float = 0.0, drift_at:
                                 arm("b", TOKENS, ttft=0.4 + rng.normal(0, 0.004), itl=gap_b)],
                             items=items, profile="mixed", extra_tags=tags))
     return out
-
-
-def sequential_log(rounds: int = 6) -> dict[str, object]:
-    looks = [{"round": r, "requests": 16 * r, "seconds": 20.0 * r,
-              "gates": {"equality": "pass", "tpot.hl": "pass" if r > 3 else "inconclusive"}}
-             for r in range(1, rounds + 1)]
-    return {"budget": {"min_rounds": 2, "requests": None, "seconds": 540.0}, "rounds": rounds,
-            "requests": 16 * rounds, "stop_reason": STOP, "decided": True, "looks": looks}
 
 
 def judged(ex: list[Exchange] | None = None, p: Policy | None = None, *, logged: bool = True) -> Judgment:
