@@ -53,9 +53,18 @@ def post(router: RouterServer, json: Any = None, content: bytes | None = None) -
     return httpx.post(router.url + URL, json=json, content=content, headers=AUTH, timeout=20)
 
 
+def settle(router: RouterServer, timeout_s: float = 10.0) -> None:
+    """Wait until the router has no exchange in flight (every arm call ended)."""
+    deadline = time.monotonic() + timeout_s
+    while router.app.state.router.recorder.admitted:
+        assert time.monotonic() < deadline, "exchanges still in flight"
+        time.sleep(0.02)
+
+
 def refused(guarded, payload: dict[str, Any] | bytes) -> httpx.Response:
     """Post ``payload``; assert an OpenAI-style 400 and that no arm was called."""
     router, _sink, a, b = guarded
+    settle(router)  # an earlier exchange's shadow may not have reached its arm yet
     before = a.observed.requests + b.observed.requests
     raw = payload if isinstance(payload, bytes) else orjson.dumps(payload)
     resp = post(router, content=raw)

@@ -33,7 +33,6 @@ from tests.support.fake_upstream import FakeUpstream, free_port
 from tests.unit.store.conftest import PgServer, pg_server  # noqa: F401  (session fixture)
 
 from abserve.records import REQUEST_ID_HEADER
-from abserve.router.workers import worker_share
 from abserve.store import Store
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.postgres]
@@ -183,12 +182,3 @@ def test_a_taken_port_is_a_startup_error_before_the_store_is_touched(tmp_path: P
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr[-2000:]
     assert "cannot listen on 127.0.0.1" in done.stderr
-
-
-def test_worker_shares_sum_to_the_router_wide_limit() -> None:
-    for limit in (1, 2, 7, 256):
-        for workers in (1, 2, 3, 4):
-            shares = [worker_share(limit, workers, i) for i in range(workers)]
-            assert min(shares) >= 1
-            assert max(shares) - min(shares) <= 1
-            assert sum(shares) == max(limit, workers)

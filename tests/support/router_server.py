@@ -21,6 +21,7 @@ from tests.support.fake_upstream import free_port
 
 from abserve.records import Exchange
 from abserve.router import RouterSettings, create_app
+from abserve.router.admission import SharedCounts
 from abserve.router.http_limits import limited_protocol
 from abserve.router.recording import ExchangeSink
 
@@ -64,10 +65,11 @@ def dev_settings(urls: dict[str, str], tmp_path: Path, **overrides: Any) -> Rout
 class RouterServer:
     """The router app under uvicorn in a background thread."""
 
-    def __init__(self, settings: RouterSettings, sink: ExchangeSink | None = None) -> None:
+    def __init__(self, settings: RouterSettings, sink: ExchangeSink | None = None,
+                 shared: SharedCounts | None = None) -> None:
         self.settings = settings
         self.port = free_port()
-        self.app = create_app(settings, sink=sink)
+        self.app = create_app(settings, sink=sink, shared=shared)
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="info", access_log=False, backlog=2048,
             http=limited_protocol(settings.max_header_bytes, settings.header_timeout_s),

@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
+from abserve.router.admission import SharedCounts
 from abserve.router.augment import augment, check_sampling
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
@@ -61,6 +62,12 @@ class RouterState:
     metrics: RouterMetrics
     recorder: Recorder
     answering: int = 0  # clients admitted whose response is not yet sent in full
+    shared: SharedCounts | None = None  # a worker of several: the router-wide counts
+
+    def publish(self) -> None:
+        """Make this process's counts seen by the other workers (if any)."""
+        if self.shared is not None:
+            self.shared.publish(self.answering, self.recorder.admitted)
 
 
 @asynccontextmanager
@@ -98,9 +105,10 @@ async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIte
 
 
 def create_app(settings: RouterSettings, sink: ExchangeSink | None = None, *,
-               own_run: bool = True) -> FastAPI:
+               own_run: bool = True, shared: SharedCounts | None = None) -> FastAPI:
     """The router app. ``sink`` replaces the store (for tests of one piece); ``own_run``
-    False for a worker process of several (``router.workers``)."""
+    False and ``shared`` (the admission counts of all workers) for a worker process of
+    several (``router.workers``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -113,7 +121,9 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None, *,
             recorder = Recorder(out, metrics, settings.run_id, settings.primary,
                                 settings.store_prompt_text, settings.prompt_logprobs_fraction,
                                 settings.prompt_logprobs_k)
-            app.state.router = RouterState(settings, clients, metrics, recorder)
+            state = app.state.router = RouterState(settings, clients, metrics, recorder,
+                                                   shared=shared)
+            recorder.on_recorded = state.publish
             log.info("router up: run %s, arms %s, primary %s", settings.run_id,
                      sorted(settings.arms), settings.primary)
             yield
@@ -191,18 +201,24 @@ async def arm_problem(client: ArmClient, timeout_s: float = 2.0) -> str | None:
     return None if status == 200 else f"answered /health with HTTP {status}"
 
 
-def _admit(state: RouterState) -> None:
-    """Refuse a request (503) when ``max_concurrency`` clients are being answered, or when
-    ``max_shadow_backlog`` exchanges have answered their client but still wait for an arm."""
-    s = state.settings
-    reason, message = None, ""
-    if state.answering >= s.max_concurrency:
-        reason, message = "capacity", "router at capacity, retry later"
-    elif state.recorder.admitted - state.answering >= s.max_shadow_backlog:
-        reason, message = "shadow_backlog", "arms behind on earlier requests, retry later"
-    if reason is not None:
-        state.metrics.rejected.labels(reason=reason).inc()
-        raise RouterError(503, message, headers={"Retry-After": str(s.retry_after_s)})
+def _admit(state: RouterState) -> Callable[[], None]:
+    """Take a client's admission slot and return the function that gives it back (once).
+    Refuse the request (503) when ``max_concurrency`` clients are being answered, or when
+    ``max_shadow_backlog`` exchanges have answered their client but still wait for an arm:
+    counted over every worker when there are several (``router.admission``)."""
+    s, shared = state.settings, state.shared
+    with shared.locked() if shared is not None else nullcontext():
+        answering, in_flight = (shared.totals() if shared is not None
+                                else (state.answering, state.recorder.admitted))
+        reason, message = None, ""
+        if answering >= s.max_concurrency:
+            reason, message = "capacity", "router at capacity, retry later"
+        elif in_flight - answering >= s.max_shadow_backlog:
+            reason, message = "shadow_backlog", "arms behind on earlier requests, retry later"
+        if reason is None:
+            return _releaser(state)
+    state.metrics.rejected.labels(reason=reason).inc()
+    raise RouterError(503, message, headers={"Retry-After": str(s.retry_after_s)})
 
 
 class Admitted(Response):
@@ -225,6 +241,7 @@ class Admitted(Response):
 def _releaser(state: RouterState) -> Callable[[], None]:
     """Take a client's admission slot; the function returned gives it back (once)."""
     state.answering += 1
+    state.publish()
     held = True
 
     def release() -> None:
@@ -232,6 +249,7 @@ def _releaser(state: RouterState) -> Callable[[], None]:
         if held:
             held = False
             state.answering -= 1
+            state.publish()
 
     return release
 
@@ -297,8 +315,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     state = _state(request)
     s = state.settings
     check_bearer(request.headers.get("authorization"), s.api_key)
-    _admit(state)
-    release = _releaser(state)  # a body still arriving holds a slot: stalled bodies are bounded
+    release = _admit(state)  # a body still arriving holds a slot: stalled bodies are bounded
     try:
         raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
@@ -322,6 +339,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
              for name, arm in s.arms.items()}
     fan = FanOut(calls)
     state.recorder.admitted += 1
+    state.publish()
     state.metrics.in_flight.set(state.recorder.admitted)
     fan.start()
     tags, headers = _tags(request), {REQUEST_ID_HEADER: request_id}

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from abserve.router.admission import SharedCounts
     from abserve.router.settings import RouterSettings
 
 # The store's writer thread and the event loop share the GIL. With CPython's default 5 ms
@@ -52,15 +53,16 @@ def serve(config: Path, host: str | None = None, port: int | None = None,
 
 
 def run_app(settings: RouterSettings, sock: socket.socket | None = None,
-            own_run: bool = True) -> None:
+            own_run: bool = True, shared: SharedCounts | None = None) -> None:
     """Serve one router process: on ``settings.host``/``port``, or on a listening socket of
-    its own (a worker of several, which does not own its run: ``router/workers.py``)."""
+    its own (a worker of several, which does not own its run and admits against the counts
+    of all workers, ``shared``: ``router/workers.py``)."""
     import uvicorn
 
     from abserve.router import create_app
     from abserve.router.http_limits import limited_protocol
 
-    app = create_app(settings, own_run=own_run)
+    app = create_app(settings, own_run=own_run, shared=shared)
     freeze_heap()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     config = uvicorn.Config(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from abserve.records import Exchange
@@ -46,6 +47,7 @@ class Recorder:
         self.prompt_fraction, self.prompt_k = prompt_logprobs_fraction, prompt_logprobs_k
         self.pending: dict[asyncio.Task[None], FanOut] = {}
         self.admitted = 0  # exchanges admitted and not yet recorded
+        self.on_recorded: Callable[[], None] = lambda: None  # after ``admitted`` fell
 
     def track(self, checked: CheckedRequest, fan: FanOut, request_id: str, started_at: float,
               tags: dict[str, str]) -> None:
@@ -74,6 +76,7 @@ class Recorder:
             log.exception("exchange %s could not be recorded", request_id)
         finally:
             self.admitted -= 1
+            self.on_recorded()
             self.metrics.in_flight.set(self.admitted)
 
     async def drain(self, timeout_s: float) -> int:

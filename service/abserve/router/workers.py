@@ -26,10 +26,11 @@ across workers:
   UUIDs), so every acknowledged exchange is stored exactly once;
 - metrics: prometheus-client's multiprocess mode in a directory the supervisor creates and
   removes; any worker's ``/metrics`` reports the sum over all workers;
-- admission: ``max_concurrency`` and ``max_shadow_backlog`` are split between the workers
-  (``worker_share``: the shares sum to the configured limit), so the router as a whole
-  never holds more than configured. A worker whose share is full answers 503 even if
-  another has room (the kernel picks a worker per connection by its addresses).
+- admission: every worker admits against the counts of all workers
+  (``router.admission``: a file of per-worker counts the supervisor creates beside the
+  metrics, mapped by every worker, checked and taken under a lock), so ``max_concurrency``
+  and ``max_shadow_backlog`` hold for the router as a whole and no worker refuses a client
+  while another has room.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from abserve.router.admission import SharedCounts, create_counts
 from abserve.router.metrics import MULTIPROC_ENV
 from abserve.router.settings import RouterSettings, load_settings
 
@@ -60,12 +62,6 @@ class StartupError(RuntimeError):
     """The router could not start: the port is taken, or a worker died while starting."""
 
 
-def worker_share(limit: int, workers: int, index: int) -> int:
-    """Worker ``index``'s part of a router-wide ``limit`` (at least 1 each)."""
-    base, extra = divmod(limit, workers)
-    return max(1, base + (1 if index < extra else 0))
-
-
 def check_multi(settings: RouterSettings, workers: int) -> None:
     """Refuse settings several workers cannot share (ValueError, shown as a usage error)."""
     if workers < 1:
@@ -73,16 +69,6 @@ def check_multi(settings: RouterSettings, workers: int) -> None:
     if workers > 1 and not (settings.database_url or "").startswith("postgresql"):
         raise ValueError("several router workers need a PostgreSQL database_url "
                          "(SQLite serves one router process)")
-
-
-def worker_settings(config: Path, overrides: dict[str, Any], workers: int,
-                    index: int) -> RouterSettings:
-    """The settings of worker ``index``: the file's, the shared overrides, its admission share."""
-    settings = load_settings(config, **overrides)
-    return settings.model_copy(update={
-        "max_concurrency": worker_share(settings.max_concurrency, workers, index),
-        "max_shadow_backlog": worker_share(settings.max_shadow_backlog, workers, index),
-    })
 
 
 def bind_port(host: str, port: int, listen: bool) -> socket.socket:
@@ -106,6 +92,7 @@ class Supervisor:
         self.config, self.settings, self.workers = config, settings, workers
         self.overrides = {**overrides, "run_id": settings.run_id}
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.counts = Path()  # the workers' shared admission counts (created in ``run``)
         self.started = [0.0] * workers  # monotonic start time of each worker
         self.stopping = False
         self._restarted = 0
@@ -113,7 +100,7 @@ class Supervisor:
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         self.started[index] = time.monotonic()
         args = [sys.executable, "-m", "abserve.router.workers", "--config", str(self.config),
-                "--workers", str(self.workers), "--index", str(index),
+                "--index", str(index), "--admission", str(self.counts),
                 "--overrides", json.dumps(self.overrides)]
         return subprocess.Popen(args, env=env)
 
@@ -142,6 +129,8 @@ class Supervisor:
             raise StartupError(str(exc)) from exc
         metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
         env = {**os.environ, MULTIPROC_ENV: metrics_dir}
+        self.counts = Path(metrics_dir) / "admission.bin"  # not a *.db: metrics' own files
+        create_counts(self.counts, self.workers)
         restarts, failed = 0, None
         old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -206,16 +195,18 @@ def _worker(argv: list[str]) -> None:
     """One worker: the router app on the supervisor's socket, writing into its run."""
     parser = argparse.ArgumentParser(prog="abserve.router.workers")
     parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--admission", type=Path, required=True)
     parser.add_argument("--overrides", default="{}")
     args = parser.parse_args(argv)
     from abserve.router.commands import run_app
 
-    settings = worker_settings(args.config, json.loads(args.overrides), args.workers, args.index)
+    settings = load_settings(args.config, **json.loads(args.overrides))
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s %(levelname)s %(name)s[w{args.index}] %(message)s")
-    run_app(settings, bind_port(settings.host, settings.port, listen=True), own_run=False)
+    shared = SharedCounts(args.admission, args.index)  # zeroes a dead predecessor's counts
+    run_app(settings, bind_port(settings.host, settings.port, listen=True), own_run=False,
+            shared=shared)
 
 
 if __name__ == "__main__":
