@@ -8,8 +8,12 @@ them on the wire.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
+import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +200,51 @@ async def test_idle_connections_expire() -> None:
         await asyncio.sleep(0.1)
         await arm.get("/x")
         assert server.connections == 2
+
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (as its own CA) and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "arm.test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "arm.pem", tmp_path / "arm.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+async def test_an_https_arm_is_verified_against_the_trusted_certificates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    scripted = Scripted(write(OK_JSON))
+    server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    arm = ArmSettings(url=f"https://127.0.0.1:{port}")
+    async with server:
+        async with ArmClient(arm, PoolLimits()) as untrusting:
+            with pytest.raises(UpstreamError, match="SSLCertVerificationError"):
+                await untrusting.get("/health")
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # as an operator trusts a private CA
+        async with ArmClient(arm, PoolLimits()) as trusting:
+            for _ in range(2):
+                assert (await trusting.get("/health")).content == b"{}"
+        assert scripted.connections == 1  # one kept alive (the refused handshake never served)
+        if scripted.handlers:
+            await asyncio.wait(scripted.handlers, timeout=1)
