@@ -41,6 +41,7 @@ CASES: list[dict[str, Any]] = [
     {"arms": ARMS, "api_key": KEY, "database_url": DB_URL, "max_images": "many"},
     {"arms": {"a": {"url": "ftp://h", "api_key": KEY}}, "dev_mode": True},
     {"router": {"arms": ARMS, "api_key": KEY, "seeded_sampling": PASSWORD}},
+    {"arms": {"a": {"url": f"http://arm:{PASSWORD}@127.0.0.1:1"}}, "dev_mode": True},
 ]
 
 
@@ -69,3 +70,9 @@ def test_the_message_still_says_what_is_wrong(tmp_path: Path) -> None:
     assert "not permitted" in out.lower()
     out = run_router(tmp_path, yaml.safe_dump(CASES[0]))
     assert "primary arm is not among arms" in out
+
+
+def test_an_arm_url_with_credentials_is_refused(tmp_path: Path) -> None:
+    out = run_router(tmp_path, yaml.safe_dump(CASES[-1]))
+    assert "must not hold credentials" in out
+    assert not leaked(out)

@@ -13,6 +13,7 @@ import secrets
 import time
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -56,6 +57,11 @@ class ArmSettings(BaseModel):
     def _http_url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError("arm url must start with http:// or https://")
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("arm url must not hold credentials (set the arm's api_key)")
+        if parts.query or parts.fragment:
+            raise ValueError("arm url must not have a query or fragment")
         return url.rstrip("/")
 
 
