@@ -17,6 +17,11 @@ request), and its own CPU per request is reported. Paths:
 - ``floor``: ``benchmarks/floor_proxy.py``, the least a Python proxy in the router's
   place does (read the body, parse it once, forward it to ``a``, relay the bytes): what
   this machine charges for the hop itself;
+- ``vllm-router (Rust)``: vLLM's own router (the ``vllm-router`` package, Rust, one
+  upstream ``a``, round robin, at its defaults but for warnings-only logs and a 1 s
+  check for the upstream at start): the reference the issue measured the router against,
+  in the same run (left out when the package is not installed: it is in the ``dev``
+  extra for Linux x86-64 only);
 - ``router N workers`` (``--workers N``): ``abserve router --workers N`` with the same two
   arms, recording into a throwaway PostgreSQL server (several workers need it);
 - ``baseline`` (``--baseline REV``): the router as it was at git revision ``REV``
@@ -39,6 +44,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import importlib.util
 import os
 import random
 import re
@@ -66,6 +72,7 @@ QUICK = {1: 40, 16: 96, 64: 128}
 MD = Path(__file__).with_suffix(".md")
 TWO_ARMS = {"router"}  # and the baseline: the paths whose requests also reach ``b``
 Sample = tuple[float, float]
+RUST = "vllm-router (Rust)"
 
 
 def make_body() -> bytes:
@@ -94,6 +101,16 @@ def wait_up(url: str) -> None:
         except httpx.TransportError:
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not come up")
+
+
+def start_rust_router(upstream: int) -> tuple[subprocess.Popen[bytes], int] | None:
+    """vLLM's Rust router in front of ``upstream`` and its port, or None when not installed."""
+    if importlib.util.find_spec("vllm_router") is None:
+        return None
+    port = free_port()
+    return spawn(["-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+                  "--worker-urls", f"http://127.0.0.1:{upstream}", "--policy", "round_robin",
+                  "--log-level", "warning", "--worker-startup-check-interval", "1"]), port
 
 
 def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None,
@@ -240,6 +257,9 @@ def main() -> None:
         floor_port = free_port()
         routers["floor"] = (spawn(["benchmarks/floor_proxy.py", "--port", str(floor_port),
                                    "--upstream", f"http://127.0.0.1:{ups['a']}"]), floor_port)
+        rust = start_rust_router(ups["a"])
+        if rust:
+            routers[RUST] = rust
         if args.workers > 1:
             admin = stack.enter_context(postgres(Path(stack.enter_context(
                 tempfile.TemporaryDirectory()))))
@@ -255,8 +275,8 @@ def main() -> None:
         try:
             for port in ups.values():
                 wait_up(f"http://127.0.0.1:{port}/health")
-            for _, port in routers.values():
-                wait_up(f"http://127.0.0.1:{port}/livez")
+            for name, (_, port) in routers.items():
+                wait_up(f"http://127.0.0.1:{port}/{'health' if name == RUST else 'livez'}")
             ports = {"direct": ups["a"]} | {name: port for name, (_, port) in routers.items()}
             watched = {name: psutil.Process(proc.pid) for name, (proc, _) in routers.items()}
             t = time.perf_counter()
