@@ -1,7 +1,8 @@
 """``arm_payload``: the bytes every arm receives are exactly the augmented request.
 
-The router appends its top-level additions to the client's own bytes instead of
-re-encoding a ~1 MB body; whatever path it takes, the arms must parse the same object as
+The router appends its top-level additions to the client's own bytes (sent in pieces: no
+copy) instead of re-encoding a ~1 MB body; whatever path it takes, the arms must parse the
+same object as
 ``sent``, and the client's bytes must be reused only when nothing the client sent changed.
 """
 
@@ -34,9 +35,11 @@ def test_new_keys_are_appended_to_the_clients_bytes(tail: bytes) -> None:
     raw = b'{"model":"m", "stream":true,"messages":[{"role":"user","content":"hi"}]}' + tail
     client = orjson.loads(raw)
     sent = _sent(client)
-    payload = arm_payload(raw, client, sent)
+    pieces = arm_payload(raw, client, sent)
+    payload = b"".join(pieces)
     assert orjson.loads(payload) == sent
     assert payload.startswith(raw.rstrip()[:-1] + b",")  # the client's bytes, not re-encoded
+    assert pieces[0].obj is raw  # type: ignore[union-attr]  # ... and not copied
     assert sent.keys() - client.keys() == {"logprobs", "top_logprobs", "return_token_ids",
                                            "seed", "stream_options"}
 
@@ -45,7 +48,7 @@ def test_a_key_the_client_sent_and_the_router_changed_means_re_encoding() -> Non
     client = {**CHAT, "seed": None, "stream_options": {"continuous_usage_stats": False}}
     raw = orjson.dumps(client)
     sent = _sent(client)
-    payload = arm_payload(raw, client, sent)
+    payload = b"".join(arm_payload(raw, client, sent))
     assert orjson.loads(payload) == sent
     assert payload == orjson.dumps(sent)
     assert sent["seed"] == SETTINGS.default_seed
@@ -55,7 +58,7 @@ def test_a_key_the_client_sent_and_the_router_changed_means_re_encoding() -> Non
 def test_nothing_added_sends_the_clients_bytes_unchanged() -> None:
     raw = b'{"model": "m", "messages": []}'
     client = orjson.loads(raw)
-    assert arm_payload(raw, client, dict(client)) is raw
+    assert arm_payload(raw, client, dict(client)) == (raw,)
 
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)  # JSON-encodable
@@ -70,4 +73,4 @@ def test_arms_always_parse_exactly_sent(client: dict[str, Any], extra: dict[str,
     raw = orjson.dumps(client) + tail
     parsed = orjson.loads(raw)
     sent = {**parsed, **extra}
-    assert orjson.loads(arm_payload(raw, parsed, sent)) == sent
+    assert orjson.loads(b"".join(arm_payload(raw, parsed, sent))) == sent

@@ -33,6 +33,7 @@ from abserve.router.admission import SharedCounts
 from abserve.router.augment import augment, check_sampling
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
+from abserve.router.http1 import Body
 from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
 from abserve.router.recording import ExchangeSink, Recorder
 from abserve.router.relay import respond
@@ -293,21 +294,22 @@ def client_request_id(value: str | None) -> tuple[str | None, str | None]:
     return value, None
 
 
-def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> bytes:
+def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> Body:
     """The bytes every arm receives for ``sent`` (the client's body ``client``, parsed from
-    ``raw``, plus the router's top-level additions). When every addition is a key the
-    client did not send (the usual case), the client's own bytes with those keys appended
-    before the closing brace: no re-encoding of a ~1 MB body. Otherwise ``sent`` encoded."""
+    ``raw``, plus the router's top-level additions), in pieces sent one after another.
+    When every addition is a key the client did not send (the usual case), the client's
+    own bytes up to the closing brace, then those keys: no re-encoding and no copy of a
+    ~1 MB body. Otherwise ``sent`` encoded."""
     added = {key: value for key, value in sent.items() if key not in client}
     same = len(sent) - len(added) == len(client) and all(sent[k] is v for k, v in client.items())
     if not added and same:
-        return raw
+        return (raw,)
     end = len(raw)
     while end and raw[end - 1] in b" \t\r\n":  # JSON whitespace after the object
         end -= 1
     if not same or not client or not end or raw[end - 1] != ord("}"):
-        return orjson.dumps(sent)
-    return b"".join((memoryview(raw)[:end - 1], b",", orjson.dumps(added)[1:]))
+        return (orjson.dumps(sent),)
+    return memoryview(raw)[:end - 1], b"," + orjson.dumps(added)[1:]
 
 
 async def fan_out(request: Request, endpoint: Endpoint) -> Response:

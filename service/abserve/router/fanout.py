@@ -34,7 +34,7 @@ import orjson
 from abserve.records import ArmOutcome, ErrorClass
 from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
-from abserve.router.http1 import ArmTransportError
+from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, SSEParser, Transcript
 from abserve.router.upstream import ArmClient, Response, error_class
@@ -92,7 +92,7 @@ class ArmCall:
     """One arm's side of an exchange; ``outcome`` is complete once ``run`` returns."""
 
     def __init__(self, name: str, client: ArmClient, deadlines: Deadlines, path: str,
-                 payload: bytes, stream: bool, t0: float, relay: Relay | None = None) -> None:
+                 payload: Body, stream: bool, t0: float, relay: Relay | None = None) -> None:
         self.client, self.deadlines, self.path = client, deadlines, path
         self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
         self.outcome = ArmOutcome(arm=name)

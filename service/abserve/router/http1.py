@@ -22,6 +22,8 @@ from collections import deque
 
 import httptools
 
+Body = tuple[bytes | memoryview, ...]  # a request body's pieces, written one after another
+
 
 class ArmTransportError(Exception):
     """The connection to an arm failed; see the subclasses."""
@@ -58,13 +60,13 @@ class Connection(asyncio.Protocol):
 
     # -- the caller's side -------------------------------------------------------------
 
-    def send(self, head: bytes, body: bytes | None) -> None:
-        """Write one request (head as built by the caller, body as it is)."""
+    def send(self, head: bytes, body: Body) -> None:
+        """Write one request (head as built by the caller, body's pieces as they are)."""
         if self.transport is None or self.closed:
             raise ConnectFailed("connection closed")
         if self.complete or self._head.done():
             self._begin()
-        self.transport.writelines((head, body) if body else (head,))
+        self.transport.writelines((head, *body))
 
     async def wait_head(self) -> None:
         """Wait until the response head arrived (``status`` and ``headers`` are set)."""

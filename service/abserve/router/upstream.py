@@ -33,7 +33,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from abserve.records import ErrorClass
-from abserve.router.http1 import ArmTransportError, ConnectFailed, Connection
+from abserve.router.http1 import ArmTransportError, Body, ConnectFailed, Connection
 from abserve.router.settings import ArmSettings, PoolLimits
 
 USER_AGENT = "abserve-router"
@@ -105,9 +105,9 @@ class ArmClient:
             conn.close()
         self._idle.clear()
 
-    def _head(self, method: str, path: str, body: bytes | None) -> bytes:
-        length = (b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body)
-                  if body is not None else b"")
+    def _head(self, method: str, path: str, body: Body | None) -> bytes:
+        length = (b"content-type: application/json\r\ncontent-length: %d\r\n"
+                  % sum(map(len, body)) if body is not None else b"")
         return b"%s %s HTTP/1.1\r\n%s%s\r\n" % (method.encode(), (self._prefix + path).encode(),
                                                 self._fixed, length)
 
@@ -156,13 +156,15 @@ class ArmClient:
             conn.close()
 
     @asynccontextmanager
-    async def open(self, method: str, path: str, payload: bytes | None = None
+    async def open(self, method: str, path: str, payload: bytes | Body | None = None
                    ) -> AsyncIterator[Response]:
-        """Send a request (``payload``: JSON bytes) and yield the response with its body
-        unread; a connection whose answer was not read to its end is closed."""
+        """Send a request (``payload``: JSON bytes, whole or in pieces written one after
+        another) and yield the response with its body unread; a connection whose answer
+        was not read to its end is closed."""
+        body = (payload,) if isinstance(payload, bytes) else payload
         conn = await self._acquire()
         try:
-            conn.send(self._head(method, path, payload), payload)
+            conn.send(self._head(method, path, body), body or ())
             await conn.wait_head()
             yield Response(conn)
         finally:
