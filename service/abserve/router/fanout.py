@@ -5,7 +5,10 @@ encoded bytes. Each ``ArmCall`` reads its own upstream as fast as the upstream s
 timestamps every network read with the same clock at the same point of the same code,
 and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Relay``
 (its response head, then chunks into an unbounded queue), so no arm ever waits on the
-client, and nothing a non-primary arm does reaches the client.
+client, and nothing a non-primary arm does reaches the client. Of an arm's first read only
+the first event is folded before the loop turns (every arm alike): when that read holds a
+burst (a short answer, a fast arm), the client has its first event before the rest is
+folded.
 
 An arm's answer counts as a success only when it is what vLLM sends for one: a 2xx JSON
 object (or SSE stream of them, ended by ``[DONE]``) with well-formed choices. vLLM reports an
@@ -99,6 +102,7 @@ class ArmCall:
         self.transcript = Transcript()
         self._phase: ErrorClass = "timeout_first_token"
         self._error_event: str | None = None  # set when the stream carried an error event
+        self._done = False  # the stream's terminator ([DONE]) was read
         self._deadline: asyncio.Timeout | None = None
 
     def _now(self) -> float:
@@ -193,51 +197,67 @@ class ArmCall:
     async def _read_stream(self, response: Response, head: Head) -> None:
         """Read SSE at full speed; the client's head goes out with the first data, so a
         primary that misses its first-token deadline is still a clean 504."""
-        parser, done, seen = SSEParser(), False, 0
+        parser, seen, first = SSEParser(), 0, True
         loop = asyncio.get_running_loop()
-        yielded = False
         async for data in response.iter_any():
             t = self._now()
             events = parser.feed(data)
             seen += len(events)
-            relay_parts: list[bytes] = []
-            for payload in events:
-                if payload == DONE:
-                    done = True
-                    relay_parts.append(b"data: [DONE]\n\n")
-                    continue
-                strips = self.relay is not None and self.relay.additions.any
-                if self.transcript.add_event(payload, t):  # what vLLM sends: the fast way
-                    if not strips:
-                        continue
-                    chunk = orjson.loads(payload)
-                else:
-                    chunk = self._checked(payload, t)
-                if self.relay is not None and strips:
-                    stripped = strip(chunk, self.relay.additions)
-                    if stripped is not None:
-                        relay_parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
-            if self.relay is not None:
-                self.relay.open(head)
-                self.relay.complete = done
-                raw = data if not self.relay.additions.any else b"".join(relay_parts)
-                if raw:
-                    self.relay.queue.put_nowait(raw)
+            if first:  # the first event goes out to the client (and the loop turns) before
+                first = False  # the rest of a burst is read: every arm alike
+                self._forward(head, self._take(events[:1], t))
+                await asyncio.sleep(0)
+                self._forward(head, self._take(events[1:], t))
+            else:
+                self._forward(head, self._take(events, t), data)
             if self.transcript.t_first_token is not None and self._deadline is not None:
                 self._phase = "timeout_idle"
                 self._deadline.reschedule(loop.time() + self.deadlines.idle_s)
-            if not yielded:  # let the client's head and first data go out before reading on
-                yielded = True  # through a burst (every arm alike)
-                await asyncio.sleep(0)
         if self._error_event is not None:  # relayed as vLLM sent it; recorded as a failure
             self.outcome.error_class = "http_status"
             self.outcome.error_detail = f"error event in stream ({self._error_event})"
-        elif not done:
+        elif not self._done:
             if seen == 0 and parser.pending:
                 raise UpstreamFailure("bad_response", "stream is not SSE")
             raise UpstreamFailure("truncated", "stream ended without [DONE]")
         if self.relay is not None:
             self.relay.queue.put_nowait(None)
+
+    def _take(self, events: list[bytes], t: float) -> list[bytes]:
+        """Fold events read at ``t`` into the transcript; what the client gets of them
+        (the primary's events with the router's additions stripped)."""
+        strips = self.relay is not None and self.relay.additions.any
+        parts: list[bytes] = []
+        for payload in events:
+            if payload == DONE:
+                self._done = True
+                parts.append(b"data: [DONE]\n\n")
+                continue
+            if self.transcript.add_event(payload, t):  # what vLLM sends: the fast way
+                if not strips:
+                    parts.append(_event_bytes(payload))
+                    continue
+                chunk = orjson.loads(payload)
+            else:
+                chunk = self._checked(payload, t)
+            if strips:
+                stripped = strip(chunk, self.relay.additions)  # type: ignore[union-attr]
+                if stripped is not None:
+                    parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
+            else:
+                parts.append(_event_bytes(payload))
+        return parts
+
+    def _forward(self, head: Head, parts: list[bytes], data: bytes | None = None) -> None:
+        """The primary's client gets its head and ``parts`` (``data``, the bytes as read,
+        when nothing is stripped from them)."""
+        if self.relay is None:
+            return
+        self.relay.open(head)
+        self.relay.complete = self._done
+        raw = data if data is not None and not self.relay.additions.any else b"".join(parts)
+        if raw:
+            self.relay.queue.put_nowait(raw)
 
     def _checked(self, payload: bytes, t: float) -> dict[str, object]:
         """One event read the checked way (any shape an arm may send)."""
@@ -266,6 +286,11 @@ class ArmCall:
         if code is not None:
             self.outcome.error_class = "http_status"
             self.outcome.error_detail = f"error object in a 2xx answer ({code})"
+
+
+def _event_bytes(payload: bytes) -> bytes:
+    """One event as a client reads it (each line of ``payload`` a ``data:`` line)."""
+    return b"data: " + payload.replace(b"\n", b"\ndata: ") + b"\n\n"
 
 
 def _error_code(chunk: dict[str, object]) -> str | None:
