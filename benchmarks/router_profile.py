@@ -104,7 +104,7 @@ def main() -> None:
         checked = asyncio.run(check_request("chat/completions", raw, max_images=64,
                                             allowed_hosts=[]))
 
-        def aug() -> bytes:
+        def aug() -> object:
             sent = dict(checked.body)
             augment(sent, "chat/completions", settings)
             return arm_payload(raw, checked.body, sent)

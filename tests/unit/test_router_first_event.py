@@ -43,6 +43,7 @@ async def test_first_event_reaches_the_client_before_the_rest_is_folded(
                        True, time.perf_counter(), relay)
         task = asyncio.create_task(call.run())
         first = await relay.queue.get()
+        assert first is not None
         folded_then = "".join(call.transcript.text)
         await task
         rest = []
