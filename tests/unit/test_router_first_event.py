@@ -1,14 +1,17 @@
 """A primary whose first read holds a burst of events: the client gets the first event
-before the rest of the burst is folded, and then everything, as vLLM sent it.
+before the rest of the burst is folded, and then everything, as vLLM sent it; and an
+event split across two reads reaches the client whole, once.
 
 A real arm client against a scripted loopback arm that writes its whole stream in one
-piece (what a short answer, or a fast arm at one stream, looks like to the router).
+piece (what a short answer, or a fast arm at one stream, looks like to the router), or
+in two pieces cut inside an event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -31,6 +34,35 @@ BURST = b"".join(event(t, token_ids=[i]) for i, t in enumerate(TOKENS)) + b"data
 def answer(head: bytes, writer: asyncio.StreamWriter) -> None:
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                  b"content-length: %d\r\n\r\n%s" % (len(BURST), BURST))
+
+
+async def relayed(arm_answer: Callable[[bytes, asyncio.StreamWriter], object],
+                  additions: Additions) -> tuple[ArmCall, list[bytes]]:
+    """The arm call's outcome and every piece its client was sent."""
+    async with serving(arm_answer) as arm, client(arm.port) as arm_client:
+        relay = Relay(additions)
+        call = ArmCall("a", arm_client, Deadlines(), "/v1/chat/completions", (b"{}",),
+                       True, time.perf_counter(), relay)
+        await call.run()
+    sent = []
+    while (item := relay.queue.get_nowait()) is not None:
+        sent.append(item)
+    return call, sent
+
+
+@pytest.mark.parametrize("cut", [len(BURST) // 3, len(BURST) // 2, len(BURST) - 3])
+async def test_an_event_split_across_reads_reaches_the_client_whole(cut: int) -> None:
+    async def in_two_reads(head: bytes, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (len(BURST), BURST[:cut]))
+        await writer.drain()
+        await asyncio.sleep(0.05)  # two reads at the router
+        writer.write(BURST[cut:])
+
+    call, sent = await relayed(in_two_reads, Additions())
+    assert b"".join(sent) == BURST  # nothing stripped: vLLM's bytes
+    assert all(piece.endswith(b"\n\n") for piece in sent)  # whole events only
+    assert call.outcome.text == "".join(TOKENS) and call.outcome.error_class is None
 
 
 @pytest.mark.parametrize("additions", [Additions(), Additions(token_ids=True)],

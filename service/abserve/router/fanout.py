@@ -8,7 +8,8 @@ and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Re
 client, and nothing a non-primary arm does reaches the client. Of an arm's first read only
 the first event is folded before the loop turns (every arm alike): when that read holds a
 burst (a short answer, a fast arm), the client has its first event before the rest is
-folded.
+folded. The client gets whole events only, each as ``data:`` lines (vLLM's own framing,
+so its bytes when nothing is stripped): an event split across reads goes out once whole.
 
 An arm's answer counts as a success only when it is what vLLM sends for one: a 2xx JSON
 object (or SSE stream of them, ended by ``[DONE]``) with well-formed choices. vLLM reports an
@@ -209,7 +210,7 @@ class ArmCall:
                 await asyncio.sleep(0)
                 self._forward(head, self._take(events[1:], t))
             else:
-                self._forward(head, self._take(events, t), data)
+                self._forward(head, self._take(events, t))
             if self.transcript.t_first_token is not None and self._deadline is not None:
                 self._phase = "timeout_idle"
                 self._deadline.reschedule(loop.time() + self.deadlines.idle_s)
@@ -248,16 +249,15 @@ class ArmCall:
                 parts.append(_event_bytes(payload))
         return parts
 
-    def _forward(self, head: Head, parts: list[bytes], data: bytes | None = None) -> None:
-        """The primary's client gets its head and ``parts`` (``data``, the bytes as read,
-        when nothing is stripped from them)."""
+    def _forward(self, head: Head, parts: list[bytes]) -> None:
+        """The primary's client gets its head and ``parts``: whole events only, so an
+        event split across reads reaches it once, whole, when its end is read."""
         if self.relay is None:
             return
         self.relay.open(head)
         self.relay.complete = self._done
-        raw = data if data is not None and not self.relay.additions.any else b"".join(parts)
-        if raw:
-            self.relay.queue.put_nowait(raw)
+        if parts:
+            self.relay.queue.put_nowait(b"".join(parts))
 
     def _checked(self, payload: bytes, t: float) -> dict[str, object]:
         """One event read the checked way (any shape an arm may send)."""
