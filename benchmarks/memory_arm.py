@@ -3,8 +3,7 @@
 For the router's benchmarks the arms must not be the bottleneck: on a 2-core machine
 every millisecond an arm spends parsing a 1 MB request is taken from the router. This
 arm is a bare asyncio protocol (uvloop): it reads a request's head and ``Content-Length``
-bytes of body (or a chunked body's chunks, as the router sends large bodies) WITHOUT
-parsing them, and writes one precomputed streamed answer in a single
+bytes of body WITHOUT parsing them, and writes one precomputed streamed answer in a single
 write: a vLLM 0.32-shaped chat stream (``chunked`` transfer encoding) of ``--tokens``
 tokens, each with its token id and top-5 logprobs, then the usage chunk and ``[DONE]``
 (what the router asks every arm for). ``GET /health`` answers 200. Keep-alive as HTTP/1.1.
@@ -56,7 +55,6 @@ class Arm(asyncio.Protocol):
         self.answer = answer
         self.buf = bytearray()
         self.need = -1  # body bytes still to come; -1 while reading a head
-        self.chunked = False  # a chunked body is being read (its chunks skipped, not kept)
         self.transport: asyncio.WriteTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -64,9 +62,6 @@ class Arm(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
-        if self.chunked:
-            self._chunks(data)
-            return
         if self.need > 0:  # body bytes: count them, keep none
             take = min(self.need, len(data))
             self.need -= take
@@ -87,10 +82,6 @@ class Arm(asyncio.Protocol):
                 self.transport.write(HEALTH)
                 self.buf = rest
                 continue
-            if _header(head, b"transfer-encoding") == b"chunked":
-                self.chunked, self.need = True, 0
-                self._chunks(bytes(rest))
-                return
             length = _content_length(head)
             if length is None:
                 self.transport.write(BAD)
@@ -103,48 +94,12 @@ class Arm(asyncio.Protocol):
                 self.need = length - len(rest)
 
 
-    def _chunks(self, data: bytes) -> None:
-        """Skip a chunked body's bytes (``need``: data and CRLF left of the current chunk);
-        answer at the last chunk (size 0; no trailers are sent to an arm)."""
-        assert self.transport is not None
-        pos = 0
-        if self.buf:
-            data, self.buf = bytes(self.buf) + data, bytearray()
-        while pos < len(data):
-            if self.need:
-                take = min(self.need, len(data) - pos)
-                self.need -= take
-                pos += take
-                continue
-            eol = data.find(b"\r\n", pos)
-            if eol < 0:
-                self.buf += data[pos:]
-                return
-            size = int(data[pos:eol].split(b";")[0], 16)
-            if size == 0 and len(data) < eol + 4:  # the empty line after it is still to come
-                self.buf += data[pos:]
-                return
-            if size == 0:
-                self.chunked, self.need = False, -1
-                rest = data[eol + 4:]  # the size line and the empty trailer line
-                self.transport.write(self.answer)
-                if rest:
-                    self.data_received(rest)
-                return
-            self.need, pos = size + 2, eol + 2
-
-
-def _header(head: bytes, wanted: bytes) -> bytes | None:
+def _content_length(head: bytes) -> int | None:
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
-        if name.strip().lower() == wanted:
-            return value.strip().lower()
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
     return None
-
-
-def _content_length(head: bytes) -> int | None:
-    value = _header(head, b"content-length")
-    return None if value is None else int(value)
 
 
 async def serve(port: int, tokens: int) -> None:

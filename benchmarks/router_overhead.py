@@ -73,7 +73,6 @@ MD = Path(__file__).with_suffix(".md")
 TWO_ARMS = {"router"}  # and the baseline: the paths whose requests also reach ``b``
 Sample = tuple[float, float]
 RUST = "vllm-router (Rust)"
-WHOLE = "router, whole bodies"  # early_body_min_bytes: null (router/early_body.py off)
 
 
 def make_body() -> bytes:
@@ -115,14 +114,14 @@ def start_rust_router(upstream: int) -> tuple[subprocess.Popen[bytes], int] | No
 
 
 def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None,
-                 workers: int = 1, database_url: str | None = None,
-                 extra: dict[str, object] | None = None) -> tuple[subprocess.Popen[bytes], int]:
+                 workers: int = 1, database_url: str | None = None
+                 ) -> tuple[subprocess.Popen[bytes], int]:
     """An ``abserve router`` subprocess (code from ``pythonpath`` when given) and its port."""
     port = free_port()
     config: dict[str, object] = {
         "arms": {n: {"url": f"http://127.0.0.1:{p}"} for n, p in arms.items()},
         "primary": "a", "dev_mode": True, "run_dir": str(tmp / name), "port": port,
-        "max_concurrency": 1024, **(extra or {})}
+        "max_concurrency": 1024}
     if database_url:
         config["database_url"] = database_url
     (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
@@ -242,9 +241,6 @@ def main() -> None:
     parser.add_argument("--levels", help="concurrency:requests,... (default 1:200,16:480,64:512)")
     parser.add_argument("--workers", type=int, default=1,
                         help="also a path through abserve router --workers N (PostgreSQL)")
-    parser.add_argument("--whole-bodies", action="store_true",
-                        help="also the router sending bodies once checked, whole "
-                             "(early_body_min_bytes: null)")
     args = parser.parse_args()
     body = make_body()
     ups = {"a": free_port(), "b": free_port()}
@@ -271,10 +267,6 @@ def main() -> None:
             routers[name] = start_router(tmp, "workers", ups, None, args.workers,
                                          create_db(admin, "overhead"))
             TWO_ARMS.add(name)
-        if args.whole_bodies:
-            routers[WHOLE] = start_router(tmp, "whole", ups, None,
-                                          extra={"early_body_min_bytes": None})
-            TWO_ARMS.add(WHOLE)
         if args.baseline:
             old = export(args.baseline, tmp)
             routers = {f"baseline {args.baseline}": start_router(tmp, "base", ups, old),

@@ -24,13 +24,11 @@ CPU per request, measured whole by ``router_overhead.py``.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -41,6 +39,7 @@ from tests.support.fake_upstream import Knobs, _Answer  # noqa: E402
 from tests.support.router_server import dev_settings  # noqa: E402
 
 from abserve.records import ArmOutcome, Exchange, RunInfo  # noqa: E402
+from abserve.router.app import arm_payload  # noqa: E402
 from abserve.router.augment import augment  # noqa: E402
 from abserve.router.metrics import RouterMetrics  # noqa: E402
 from abserve.router.settings import RouterSettings  # noqa: E402
@@ -55,19 +54,6 @@ from abserve.router.validation import (  # noqa: E402
 )
 from abserve.store import Store  # noqa: E402
 from abserve.store.rows import exchange_row  # noqa: E402
-
-
-def _payload_fn() -> Any:
-    """The arm payload builder of the revision profiled: ``(raw, client, sent) -> pieces``
-    (the profile runs on older revisions too, where it was ``app.arm_payload``)."""
-    aug = importlib.import_module("abserve.router.augment")
-    if hasattr(aug, "payload_split"):
-        return lambda raw, client, sent: aug.arm_payload(raw, sent,
-                                                         aug.payload_split(raw, client, sent))
-    return importlib.import_module("abserve.router.app").arm_payload
-
-
-payload_for = _payload_fn()
 
 
 def cpu_ms(fn: Callable[[], object], n: int = 200) -> float:
@@ -121,7 +107,7 @@ def main() -> None:
         def aug() -> object:
             sent = dict(checked.body)
             augment(sent, "chat/completions", settings)
-            return payload_for(raw, checked.body, sent)
+            return arm_payload(raw, checked.body, sent)
 
         def parts() -> None:
             asyncio.run(_check_parts(body, 64, []))

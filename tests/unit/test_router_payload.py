@@ -1,5 +1,4 @@
-"""``payload_split`` and ``arm_payload``: the bytes every arm receives are exactly the
-augmented request.
+"""``arm_payload``: the bytes every arm receives are exactly the augmented request.
 
 The router appends its top-level additions to the client's own bytes (sent in pieces: no
 copy) instead of re-encoding a ~1 MB body; whatever path it takes, the arms must parse the
@@ -16,18 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abserve.router.augment import arm_payload as built
-from abserve.router.augment import augment, payload_split
-from abserve.router.http1 import Body
+from abserve.router.app import arm_payload
+from abserve.router.augment import augment
 from abserve.router.settings import ArmSettings, RouterSettings
 
 SETTINGS = RouterSettings(arms={"a": ArmSettings(url="http://127.0.0.1:1")}, dev_mode=True)
 CHAT: dict[str, Any] = {"model": "m", "stream": True,
                         "messages": [{"role": "user", "content": "hi \u00e9 \\ \""}]}
-
-
-def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> Body:
-    return built(raw, sent, payload_split(raw, client, sent))
 
 
 def _sent(client: dict[str, Any]) -> dict[str, Any]:

@@ -23,16 +23,17 @@ from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.admission import SharedCounts
-from abserve.router.augment import arm_payload, augment, check_sampling, payload_split
-from abserve.router.early_body import EarlyBody
+from abserve.router.augment import augment, check_sampling
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
+from abserve.router.http1 import Body
 from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
 from abserve.router.recording import ExchangeSink, Recorder
 from abserve.router.relay import respond
@@ -254,22 +255,14 @@ def _releaser(state: RouterState) -> Callable[[], None]:
     return release
 
 
-async def _read_body(request: Request, limit: int, timeout_s: float,
-                     early: EarlyBody | None) -> bytes:
-    """The whole body within ``timeout_s`` (408 otherwise) and ``limit`` bytes (413), its
-    pieces fed to ``early`` as they arrive."""
-    chunks = request.stream() if early is None else _fed(request.stream(), early)
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body within ``timeout_s`` (408 otherwise) and ``limit`` bytes (413)."""
     try:
         async with asyncio.timeout(timeout_s):
-            return await read_capped(chunks, request.headers.get("content-length"), limit)
+            return await read_capped(request.stream(), request.headers.get("content-length"),
+                                     limit)
     except TimeoutError:
         raise RouterError(408, f"request body not received within {timeout_s:g} s") from None
-
-
-async def _fed(chunks: AsyncIterator[bytes], early: EarlyBody) -> AsyncIterator[bytes]:
-    async for chunk in chunks:
-        early.feed(chunk)
-        yield chunk
 
 
 def _tags(request: Request) -> dict[str, str]:
@@ -301,46 +294,50 @@ def client_request_id(value: str | None) -> tuple[str | None, str | None]:
     return value, None
 
 
+def arm_payload(raw: bytes, client: dict[str, Any], sent: dict[str, Any]) -> Body:
+    """The bytes every arm receives for ``sent`` (the client's body ``client``, parsed from
+    ``raw``, plus the router's top-level additions), in pieces sent one after another.
+    When every addition is a key the client did not send (the usual case), the client's
+    own bytes up to the closing brace, then those keys: no re-encoding and no copy of a
+    ~1 MB body. Otherwise ``sent`` encoded."""
+    added = {key: value for key, value in sent.items() if key not in client}
+    same = len(sent) - len(added) == len(client) and all(sent[k] is v for k, v in client.items())
+    if not added and same:
+        return (raw,)
+    end = len(raw)
+    while end and raw[end - 1] in b" \t\r\n":  # JSON whitespace after the object
+        end -= 1
+    if not same or not client or not end or raw[end - 1] != ord("}"):
+        return (orjson.dumps(sent),)
+    return memoryview(raw)[:end - 1], b"," + orjson.dumps(added)[1:]
+
+
 async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     """Check the request, send it to every arm at once, relay the primary, record all."""
     state = _state(request)
     s = state.settings
     check_bearer(request.headers.get("authorization"), s.api_key)
     release = _admit(state)  # a body still arriving holds a slot: stalled bodies are bounded
-    path = f"/v1/{endpoint}"
-    early = await EarlyBody.start(state.clients, path, request.headers.get("content-length"),
-                                  s.early_body_min_bytes, s.max_body_bytes)
     try:
-        raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s, early)
-        if early is not None:
-            early.flush()
+        raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
                                       allowed_hosts=s.allowed_media_hosts)
         check_sampling(checked, s)
-    except BaseException as exc:  # refused, or the client went away while sending
+    except RouterError as exc:
         release()
-        if early is not None:
-            early.abort()
-            state.metrics.early_bodies.labels(outcome="given_up").inc()
-        if isinstance(exc, RouterError):
-            state.metrics.rejected.labels(reason=str(exc.status)).inc()
+        state.metrics.rejected.labels(reason=str(exc.status)).inc()
+        raise
+    except BaseException:  # the client went away while sending
+        release()
         raise
     sent = dict(checked.body)  # shallow: augment only sets top-level keys; the client's stays
     additions = augment(sent, endpoint, s)
-    split = payload_split(raw, checked.body, sent)
-    payload = arm_payload(raw, sent, split)
-    begun = early.finish(raw, *split) if early is not None and split is not None else None
-    if early is not None:
-        if begun is None:
-            early.abort()
-        state.metrics.early_bodies.labels(outcome="given_up" if begun is None else "sent").inc()
+    payload = arm_payload(raw, checked.body, sent)
     request_id = uuid.uuid4().hex
     relay = Relay(additions)
     t0, started_at = time.perf_counter(), time.time()
-    calls = {name: ArmCall(name, state.clients[name], arm.deadlines, path,
-                           begun[name][1] if begun else payload, checked.stream, t0,
-                           relay if name == s.primary else None,
-                           conn=begun[name][0] if begun else None)
+    calls = {name: ArmCall(name, state.clients[name], arm.deadlines, f"/v1/{endpoint}", payload,
+                           checked.stream, t0, relay if name == s.primary else None)
              for name, arm in s.arms.items()}
     fan = FanOut(calls)
     state.recorder.admitted += 1

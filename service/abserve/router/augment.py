@@ -34,10 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from abserve.router.errors import RouterError
-from abserve.router.http1 import Body
 from abserve.router.settings import RouterSettings
 from abserve.router.validation import CheckedRequest, Endpoint
 
@@ -94,33 +91,6 @@ def augment(body: dict[str, Any], endpoint: Endpoint, settings: RouterSettings) 
         body["stream_options"] = {**(options or {}), "include_usage": True}
         usage = True
     return Additions(logprobs=logprobs, token_ids=token_ids, usage=usage)
-
-
-def payload_split(raw: bytes, client: dict[str, Any], sent: dict[str, Any]
-                  ) -> tuple[int, bytes] | None:
-    """How the bytes every arm receives for ``sent`` (the client's body ``client``, parsed
-    from ``raw``, plus the router's top-level additions) are made of the client's own:
-    ``raw[:used] + extra``. When every addition is a key the client did not send (the
-    usual case), the client's bytes up to the closing brace, then those keys: no
-    re-encoding and no copy of a ~1 MB body. None: ``sent`` must be encoded anew."""
-    added = {key: value for key, value in sent.items() if key not in client}
-    same = len(sent) - len(added) == len(client) and all(sent[k] is v for k, v in client.items())
-    if not added and same:
-        return len(raw), b""
-    end = len(raw)
-    while end and raw[end - 1] in b" \t\r\n":  # JSON whitespace after the object
-        end -= 1
-    if not same or not client or not end or raw[end - 1] != ord("}"):
-        return None
-    return end - 1, b"," + orjson.dumps(added)[1:]
-
-
-def arm_payload(raw: bytes, sent: dict[str, Any], split: tuple[int, bytes] | None) -> Body:
-    """The bytes every arm receives (``payload_split``), in pieces sent one after another."""
-    if split is None:
-        return (orjson.dumps(sent),)
-    used, extra = split
-    return (raw,) if used == len(raw) else (memoryview(raw)[:used], extra)
 
 
 def _null_keys(obj: dict[str, Any], keys: tuple[str, ...]) -> None:

@@ -38,7 +38,7 @@ import orjson
 from abserve.records import ArmOutcome, ErrorClass
 from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
-from abserve.router.http1 import ArmTransportError, Body, Connection
+from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, SSEParser, Transcript
 from abserve.router.upstream import ArmClient, Response, error_class
@@ -96,11 +96,9 @@ class ArmCall:
     """One arm's side of an exchange; ``outcome`` is complete once ``run`` returns."""
 
     def __init__(self, name: str, client: ArmClient, deadlines: Deadlines, path: str,
-                 payload: Body, stream: bool, t0: float, relay: Relay | None = None, *,
-                 conn: Connection | None = None) -> None:
+                 payload: Body, stream: bool, t0: float, relay: Relay | None = None) -> None:
         self.client, self.deadlines, self.path = client, deadlines, path
         self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
-        self.conn = conn  # the request begun early (router.early_body): payload is its rest
         self.outcome = ArmOutcome(arm=name)
         self.transcript = Transcript()
         self._phase: ErrorClass = "timeout_first_token"
@@ -139,12 +137,6 @@ class ArmCall:
             out.t_end = self._now()
             self._fill()
 
-    def drop_unused(self, _task: object = None) -> None:
-        """Close an early-begun request this call never finished (cancelled before it ran)."""
-        if self.conn is not None:
-            self.client.discard(self.conn)
-            self.conn = None
-
     def _fill(self) -> None:
         try:
             self.transcript.fill(self.outcome)
@@ -167,8 +159,7 @@ class ArmCall:
         async with asyncio.timeout(None) as phase:
             self._deadline = phase  # not streamed: the whole answer is its first token
             phase.reschedule(loop.time() + self.deadlines.first_token_s)
-            conn, self.conn = self.conn, None
-            async with self.client.open("POST", self.path, self.payload, conn=conn) as response:
+            async with self.client.open("POST", self.path, self.payload) as response:
                 await self._read(response)
 
     async def _read(self, response: Response) -> None:
@@ -340,9 +331,6 @@ class FanOut:
         _shuffle(order)
         self.tasks = {name: asyncio.create_task(self.calls[name].run(), name=f"arm-{name}")
                       for name in order}
-        for name, task in self.tasks.items():
-            if self.calls[name].conn is not None:
-                task.add_done_callback(self.calls[name].drop_unused)
 
     def cancel(self) -> None:
         """Cancel every arm still running (client gone)."""

@@ -68,17 +68,6 @@ class Connection(asyncio.Protocol):
             self._begin()
         self.transport.writelines((head, *body))
 
-    def send_more(self, body: Body) -> None:
-        """Write more of the request ``send`` began (its body's next pieces, as they are)."""
-        if self.transport is None or self.closed:
-            raise ConnectFailed("connection closed")
-        self.transport.writelines(body)
-
-    @property
-    def answered(self) -> bool:
-        """The response head (or the failure to get one) is in."""
-        return self._head.done()
-
     async def wait_head(self) -> None:
         """Wait until the response head arrived (``status`` and ``headers`` are set)."""
         await asyncio.shield(self._head)

@@ -3,8 +3,7 @@
 Per arm: requests, errors by class, time to first token and end-to-end latency
 histograms, and equality mismatches so far (token ids differing from the primary's, a
 cheap first look; the judgment step does the real comparison). Router-wide: requests
-rejected before fan-out by reason, exchanges in flight, and large bodies begun on the arms
-while they arrived (``router.early_body``), sent or given up.
+rejected before fan-out by reason, and exchanges in flight.
 
 Several worker processes (``router.workers``) share their metrics through
 prometheus-client's multiprocess mode: the supervisor sets ``PROMETHEUS_MULTIPROC_DIR``
@@ -54,10 +53,6 @@ class RouterMetrics:
                                   ["arm"], registry=r)
         self.rejected = Counter("abserve_router_rejected", "Requests refused before fan-out",
                                 ["reason"], registry=r)
-        self.early_bodies = Counter(
-            "abserve_router_early_bodies", "Request bodies begun on the arms while arriving "
-            "(router/early_body.py): finished (sent) or given up (refused, an arm gone)",
-            ["outcome"], registry=r)
         self.in_flight = Gauge("abserve_router_in_flight", "Exchanges in flight", registry=r,
                                multiprocess_mode="livesum")
         self._arms: dict[str, _ArmMetrics] = {}

@@ -105,10 +105,6 @@ class RouterSettings(BaseSettings):
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
-    # A body of at least this many bytes (by Content-Length) is sent on to the arms while it
-    # arrives, chunked, its end held back until it is checked (router/early_body.py);
-    # null: every body is sent once it is checked, whole.
-    early_body_min_bytes: int | None = Field(default=64 * 1024, ge=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
     # When the client's response ends: with the primary's answer ("primary"), or once every
     # arm has answered ("all_arms": a client that paces itself on its answers then keeps

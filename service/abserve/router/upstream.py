@@ -108,11 +108,8 @@ class ArmClient:
     def _head(self, method: str, path: str, body: Body | None) -> bytes:
         length = (b"content-type: application/json\r\ncontent-length: %d\r\n"
                   % sum(map(len, body)) if body is not None else b"")
-        return self._head_with(method, path, length)
-
-    def _head_with(self, method: str, path: str, framing: bytes) -> bytes:
         return b"%s %s HTTP/1.1\r\n%s%s\r\n" % (method.encode(), (self._prefix + path).encode(),
-                                                self._fixed, framing)
+                                                self._fixed, length)
 
     async def _acquire(self) -> Connection:
         """A connection for one request: a fresh idle one, else a new one; waiting for a
@@ -150,31 +147,6 @@ class ArmClient:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    async def take_idle(self) -> Connection | None:
-        """An idle keep-alive connection with a free slot, without waiting or connecting;
-        None when there is none. Give it back with ``open(..., conn=)`` or ``discard``."""
-        if not self._open or self._slots.locked():
-            return None
-        conn = self._reuse(asyncio.get_running_loop().time())
-        if conn is not None:
-            await self._slots.acquire()  # free (not locked): returns at once
-        return conn
-
-    def begin_chunked(self, conn: Connection, method: str, path: str) -> None:
-        """Write a request head whose JSON body follows in chunks (``Connection.send_more``)."""
-        framing = b"content-type: application/json\r\ntransfer-encoding: chunked\r\n"
-        conn.send(self._head_with(method, path, framing), ())
-
-    def put_back(self, conn: Connection) -> None:
-        """Return a connection taken with ``take_idle`` and not used, idle as it was."""
-        self._slots.release()
-        self._idle.append(conn)
-
-    def discard(self, conn: Connection) -> None:
-        """Close a connection taken with ``take_idle`` whose request will not be finished."""
-        conn.close()
-        self._release(conn)
-
     def _release(self, conn: Connection) -> None:
         self._slots.release()
         if self._open and conn.reusable:
@@ -184,20 +156,15 @@ class ArmClient:
             conn.close()
 
     @asynccontextmanager
-    async def open(self, method: str, path: str, payload: bytes | Body | None = None, *,
-                   conn: Connection | None = None) -> AsyncIterator[Response]:
+    async def open(self, method: str, path: str, payload: bytes | Body | None = None
+                   ) -> AsyncIterator[Response]:
         """Send a request (``payload``: JSON bytes, whole or in pieces written one after
         another) and yield the response with its body unread; a connection whose answer
-        was not read to its end is closed. With ``conn`` (begun by ``begin_chunked``),
-        ``payload`` is the rest of its request, as it goes on the wire."""
+        was not read to its end is closed."""
         body = (payload,) if isinstance(payload, bytes) else payload
-        begun = conn is not None
-        conn = conn or await self._acquire()
+        conn = await self._acquire()
         try:
-            if begun:
-                conn.send_more(body or ())
-            else:
-                conn.send(self._head(method, path, body), body or ())
+            conn.send(self._head(method, path, body), body or ())
             await conn.wait_head()
             yield Response(conn)
         finally:
