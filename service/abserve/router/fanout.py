@@ -226,28 +226,24 @@ class ArmCall:
 
     def _take(self, events: list[bytes], t: float) -> list[bytes]:
         """Fold events read at ``t`` into the transcript; what the client gets of them
-        (the primary's events with the router's additions stripped)."""
-        strips = self.relay is not None and self.relay.additions.any
+        (the primary's events with the router's additions stripped; none of other arms')."""
         parts: list[bytes] = []
         for payload in events:
-            if payload == DONE:
-                self._done = True
-                parts.append(b"data: [DONE]\n\n")
-                continue
-            if self.transcript.add_event(payload, t):  # what vLLM sends: the fast way
-                if not strips:
-                    parts.append(_event_bytes(payload))
-                    continue
-                chunk = orjson.loads(payload)
-            else:
-                chunk = self._checked(payload, t)
-            if strips:
-                stripped = strip(chunk, self.relay.additions)  # type: ignore[union-attr]
-                if stripped is not None:
-                    parts.append(b"data: " + orjson.dumps(stripped) + b"\n\n")
-            else:
-                parts.append(_event_bytes(payload))
+            chunk = self._fold(payload, t)
+            if self.relay is not None:
+                out = _client_event(payload, chunk, self.relay.additions)
+                if out is not None:
+                    parts.append(out)
         return parts
+
+    def _fold(self, payload: bytes, t: float) -> dict[str, object] | None:
+        """Fold one event into the transcript; the event parsed when the checked way read it."""
+        if payload == DONE:
+            self._done = True
+            return None
+        if self.transcript.add_event(payload, t):  # what vLLM sends: the fast way
+            return None
+        return self._checked(payload, t)
 
     def _forward(self, head: Head, parts: list[bytes]) -> None:
         """The primary's client gets its head and ``parts``: whole events only, so an
@@ -286,6 +282,18 @@ class ArmCall:
         if code is not None:
             self.outcome.error_class = "http_status"
             self.outcome.error_detail = f"error object in a 2xx answer ({code})"
+
+
+def _client_event(payload: bytes, chunk: dict[str, object] | None,
+                  additions: Additions) -> bytes | None:
+    """One event (``chunk``: parsed already, or None) as the primary's client gets it; None
+    when stripping the router's additions drops it."""
+    if payload == DONE:
+        return b"data: [DONE]\n\n"
+    if not additions.any:
+        return _event_bytes(payload)
+    stripped = strip(chunk if chunk is not None else orjson.loads(payload), additions)
+    return None if stripped is None else b"data: " + orjson.dumps(stripped) + b"\n\n"
 
 
 def _event_bytes(payload: bytes) -> bytes:
