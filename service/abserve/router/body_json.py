@@ -49,7 +49,7 @@ def loads(raw: bytes, min_cut: int = MIN_CUT) -> Any:
         doc = orjson.loads(b"".join(pieces))
     except orjson.JSONDecodeError:
         return orjson.loads(raw)  # raises as the ordinary parse does
-    return doc if _restore(doc, urls, len(nonce)) else orjson.loads(raw)
+    return doc if _restore(doc, urls) else orjson.loads(raw)
 
 
 def _cuts(raw: bytes, min_cut: int) -> list[tuple[int, int, str]]:
@@ -81,11 +81,11 @@ def _plain(raw: bytes, start: int, end: int) -> str | None:
     return text
 
 
-def _restore(doc: Any, urls: dict[str, str], nonce_len: int) -> bool:
-    """Put each URL back in place of its stand-in; False unless every stand-in is found,
-    once, as a whole string value."""
+def _restore(doc: Any, urls: dict[str, str]) -> bool:
+    """Put each URL back in place of its stand-in (all of one length); False unless every
+    stand-in is found, once, as a whole string value."""
     left = dict(urls)
-    size = nonce_len + 8
+    size = len(next(iter(urls)))
     stack: list[Any] = [doc] if isinstance(doc, dict | list) else []
     while stack:
         node = stack.pop()
