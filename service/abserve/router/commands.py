@@ -10,9 +10,7 @@ startup heap (FastAPI, pydantic, SQLAlchemy): measured under load, a full
 collection took up to 64 ms of CPU with the event loop stopped, 5 ms once frozen, and the
 router's CPU per request fell by ~1 ms (``benchmarks/router_overhead.md``). The GIL's
 switch interval is shortened so that the store's writer thread cannot keep the event loop
-waiting for long (``GIL_SWITCH_INTERVAL_S``). glibc's allocator is told to keep the
-megabytes each request frees instead of returning them to the kernel
-(``router/allocator.py``).
+waiting for long (``GIL_SWITCH_INTERVAL_S``).
 """
 
 from __future__ import annotations
@@ -62,11 +60,9 @@ def run_app(settings: RouterSettings, sock: socket.socket | None = None,
     import uvicorn
 
     from abserve.router import create_app
-    from abserve.router.allocator import keep_freed_memory
     from abserve.router.http_limits import limited_protocol
 
     app = create_app(settings, own_run=own_run, shared=shared)
-    keep_freed_memory()
     freeze_heap()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     config = uvicorn.Config(
