@@ -92,7 +92,7 @@ def test_record_has_every_arm_tokens_times_and_logprobs(routed, pair) -> None:
     assert ex.request_id == resp.headers["x-abserve-request-id"]
     assert ex.tags == {"profile": "few-images", "items": "1"}
     assert ex.image_hashes
-    assert ex.image_hashes[0].startswith("blake3:")
+    assert ex.image_hashes[0].startswith("xxh3-128:")
     assert ex.prompt_text is None
     assert "base64" not in ex.model_dump_json()
     assert set(ex.arms) == {"a", "b"}

@@ -99,9 +99,9 @@ def corpus_exchange(index: int, like: Exchange, *, profile: str = "interleaved",
     and its image hashes as the router records them (``scheme:<hex>`` of each image URL)."""
     import orjson
 
-    from abserve.report.thumbnails import url_hash
     from abserve.traffic.corpus import build_entry
     from abserve.traffic.profiles import load_profile
+    from abserve.url_hash import url_hash
 
     entry = build_entry(load_profile(profile), seed, index, "tiny")
     parts = orjson.loads(entry.body)["messages"][0]["content"]

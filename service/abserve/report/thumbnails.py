@@ -1,6 +1,6 @@
 """Thumbnails and prompt positions of a request's images, rebuilt from abserve's own corpus.
 
-The store keeps only a hash of each image URL (``sha256:`` or ``blake3:``), never the image.
+The store keeps only a hash of each image URL (``abserve.url_hash``), never the image.
 A request that abserve's load generator sent carries the tags that rebuild it exactly (profile,
 seed, corpus-index; the run's provenance holds the load plan's profile overrides): a corpus
 entry is a pure function of them (``abserve.traffic.corpus.build_entry``). The rebuilt images are
@@ -12,15 +12,14 @@ tokenizer and are not rebuilt; requests from other clients carry no corpus tags.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 from dataclasses import dataclass, field
 from typing import Any
 
-import blake3
 import orjson
 
 from abserve.records import Exchange
+from abserve.url_hash import url_hash
 
 MAX_THUMBS = 12  # per request: the first ones in prompt order
 SIZE = 64  # pixels, longest side
@@ -40,15 +39,6 @@ class Rebuilt:
     note: str
     thumbs: list[Thumb] = field(default_factory=list)
     total: int = 0
-
-
-def url_hash(url: str, scheme: str) -> str | None:
-    """The router's hash of an image URL under ``scheme`` (None for an unknown scheme)."""
-    if scheme == "blake3":
-        return "blake3:" + blake3.blake3(url.encode()).hexdigest()
-    if scheme == "sha256":
-        return "sha256:" + hashlib.sha256(url.encode()).hexdigest()
-    return None
 
 
 def _overrides(provenance: dict[str, object], profile: str) -> dict[str, Any]:

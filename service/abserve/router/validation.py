@@ -16,9 +16,9 @@ Order matters and each step fails fast with an OpenAI-style error:
    image counts toward ``max_images`` (400 over it).
 ``identify`` (called when recording, off the latency path) gives the fingerprint: the
 BLAKE3 hash of canonical JSON (sorted keys) of the client's request with every media URL
-replaced by ``blake3:<hex>`` of the URL. Image bytes are never kept. BLAKE3 and not sha256:
-it is as collision-resistant and, on the developers' machine (SHA-NI), 3.5x faster on the
-~1 MB of data URLs a multimodal request carries (0.19 vs 0.67 ms); each URL is hashed once.
+replaced by its ``abserve.url_hash`` (XXH3-128: the ~1 MB of data URLs a multimodal request
+carries in ~0.06 ms, against ~0.36 ms for BLAKE3). Image bytes are never kept; each URL is
+hashed once, and the fingerprint hashes only the small canonical JSON.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from abserve.router import body_json
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.security import check_media_url
+from abserve.url_hash import url_hash
 
 Endpoint = Literal["chat/completions", "completions"]
 
@@ -149,7 +150,7 @@ def check_schema(endpoint: Endpoint, body: dict[str, Any]) -> _Request:
 
 
 def _digest(url: str) -> str:
-    return "blake3:" + blake3.blake3(url.encode()).hexdigest()
+    return url_hash(url) or ""  # the default scheme is always known
 
 
 def _parts(body: dict[str, Any]) -> Iterator[dict[str, Any]]:

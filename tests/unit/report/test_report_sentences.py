@@ -233,7 +233,7 @@ def test_a_long_run_draws_a_bounded_number_of_look_markers() -> None:
     assert chart.count(",") > 2 * 313  # the band and the line keep every look
 
 
-@pytest.mark.parametrize("scheme", ["blake3", "sha256"])
+@pytest.mark.parametrize("scheme", ["xxh3-128", "blake3", "sha256"])
 def test_a_mismatch_from_the_corpus_shows_its_images_as_thumbnails_with_positions(
         tmp_path: Path, scheme: str) -> None:
     ex = rr.exchanges(32, mismatch_at=21)
