@@ -7,7 +7,8 @@ shows them only when they hash to what was recorded); nothing trusts it against 
 adversary: the bytes that reached both arms are the client's own, sent as they came. So
 it is XXH3-128 (``xxhash``), 6x cheaper than BLAKE3 on this path (16 vs 90-108 us per
 250 KB URL; ``benchmarks/router_overhead.md``). Records written before carry ``blake3:``
-or ``sha256:``; ``url_hash`` recomputes any of the three, so readers check old runs too.
+or ``sha256:``; ``url_hash`` recomputes any of the three, so readers check old runs too;
+``record_hash`` is the router's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ def _sha256(data: bytes) -> str:
 _DIGESTS = {SCHEME: _xxh3_128, "blake3": _blake3, "sha256": _sha256}
 
 
-def url_hash(url: str, scheme: str = SCHEME) -> str | None:
-    """``<scheme>:<hex digest>`` of ``url`` (its UTF-8 bytes); None for an unknown scheme."""
+def record_hash(url: str) -> str:
+    """``xxh3-128:<hex digest>`` of ``url`` (its UTF-8 bytes): what the router records."""
+    return f"{SCHEME}:{_xxh3_128(url.encode())}"
+
+
+def url_hash(url: str, scheme: str) -> str | None:
+    """``<scheme>:<hex digest>`` of ``url`` under any scheme records have carried; None for
+    an unknown scheme."""
     digest = _DIGESTS.get(scheme)
     return None if digest is None else f"{scheme}:{digest(url.encode())}"

@@ -11,7 +11,7 @@ import pytest
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.validation import CheckedRequest, check_request, identify
-from abserve.url_hash import url_hash
+from abserve.url_hash import record_hash
 
 METADATA = "http://169.254.169.254/latest/meta-data"
 LOOPBACK = "http://127.0.0.1:8000/x.png"
@@ -112,7 +112,7 @@ async def test_identify_hashes_every_image_and_keeps_no_url() -> None:
     ident = identify(await checked(chat(*shapes)), keep_text=True)
     assert len(ident.image_hashes) == 3
     assert all(h.startswith("xxh3-128:") for h in ident.image_hashes)
-    assert ident.image_hashes[0] == url_hash(DATA)
+    assert ident.image_hashes[0] == record_hash(DATA)
     assert ident.prompt_text == "words"
     other = identify(await checked(chat(*shapes[:-1], {"type": "text", "text": "other"})), True)
     assert other.image_hashes == ident.image_hashes

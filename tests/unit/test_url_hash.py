@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abserve.url_hash import SCHEME, url_hash
+from abserve.url_hash import SCHEME, record_hash, url_hash
 
 URL = "data:image/png;base64,AAAA"
 
@@ -20,5 +20,5 @@ def test_each_scheme_records_have_carried_is_recomputed_exactly(scheme: str, dig
 
 def test_the_router_writes_xxh3_128_and_an_unknown_scheme_is_none() -> None:
     assert SCHEME == "xxh3-128"
-    assert url_hash(URL) == url_hash(URL, "xxh3-128")
+    assert record_hash(URL) == url_hash(URL, "xxh3-128")
     assert url_hash(URL, "md5") is None

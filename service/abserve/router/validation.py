@@ -16,9 +16,9 @@ Order matters and each step fails fast with an OpenAI-style error:
    image counts toward ``max_images`` (400 over it).
 ``identify`` (called when recording, off the latency path) gives the fingerprint: the
 BLAKE3 hash of canonical JSON (sorted keys) of the client's request with every media URL
-replaced by its ``abserve.url_hash`` (XXH3-128: the ~1 MB of data URLs a multimodal request
-carries in ~0.06 ms, against ~0.36 ms for BLAKE3). Image bytes are never kept; each URL is
-hashed once, and the fingerprint hashes only the small canonical JSON.
+replaced by its ``url_hash.record_hash`` (XXH3-128: the ~1 MB of data URLs a multimodal
+request carries in ~0.06 ms, against ~0.36 ms for BLAKE3). Image bytes are never kept;
+each URL is hashed once, and the fingerprint hashes only the small canonical JSON.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from abserve.router import body_json
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.security import check_media_url
-from abserve.url_hash import url_hash
+from abserve.url_hash import record_hash
 
 Endpoint = Literal["chat/completions", "completions"]
 
@@ -149,10 +149,6 @@ def check_schema(endpoint: Endpoint, body: dict[str, Any]) -> _Request:
                           param=where[0] if where else None) from exc
 
 
-def _digest(url: str) -> str:
-    return url_hash(url) or ""  # the default scheme is always known
-
-
 def _parts(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for message in body["messages"]:
         content = message.get("content")
@@ -190,13 +186,13 @@ def _hashed(part: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     read = classify(part)
     if not read.urls:
         image = read.modality == "image"
-        return part, _digest("uuid:" + str(read.uuid)) if image else None
+        return part, record_hash("uuid:" + str(read.uuid)) if image else None
     kept = dict(part)
     digests: list[tuple[str, str]] = []  # (url, digest): each URL hashed once; no set or
     for key, url in read.urls:  # dict keyed by a ~250 KB data URL (hashing it costs ~70 us)
         digest = next((d for u, d in digests if u is url or u == url), None)
         if digest is None:
-            digest = _digest(url)
+            digest = record_hash(url)
             digests.append((url, digest))
         value = kept[key]
         kept[key] = {**value, "url": digest} if isinstance(value, dict) else digest
