@@ -6,9 +6,9 @@ asks every arm for the prompt logprobs (``prompt_sample``), builds the record,
 updates the metrics and gives the record to a sink. The sink is the store's
 ``BatchWriter`` (batched writes on its own thread, off the request path); tests of one
 piece may pass any object with ``put(exchange)``. The request's identity (XXH3-128 of its
-images, BLAKE3 of the canonical body) is computed on the loop: handing it
-to a thread cost more CPU than hashing did even with BLAKE3 (router CPU per 1 MB two-arm
-request 4.90 -> 4.50 ms, interleaved A/B: the handoff and the GIL passing between threads). The recorder
+images, BLAKE3 of the canonical body) is computed on the loop: handing it to a thread cost
+more CPU than hashing did even with BLAKE3 (router CPU per 1 MB two-arm request 4.90 ->
+4.50 ms, interleaved A/B: the handoff and the GIL passing between threads). The recorder
 also keeps the set of exchanges in flight, which is what the concurrency cap counts and
 shutdown drains.
 """
