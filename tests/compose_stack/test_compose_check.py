@@ -26,12 +26,42 @@ ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / ".abserve" / "compose" / "check.log"
 
 
-def firewall() -> str:
-    """The host's IPv4 firewall rules (counters dropped), as iptables-save prints them."""
+def firewall_rules(saved: str) -> set[str]:
+    """What a firewall does, from ``iptables-save`` output: every rule and user chain, and
+    every built-in chain's policy unless it is ACCEPT, each with its table. A table that is
+    not loaded and a loaded table with no rules and ACCEPT policies filter the same, and
+    ``iptables-save`` prints them differently: the first time an engine starts it loads the
+    tables (or this check installs iptables at all, so there was nothing to print before),
+    and stopping it cannot unload them; ``scripts/compose-engine.sh`` restores either case
+    to no rules and ACCEPT policies."""
+    rules: set[str] = set()
+    table = ""
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            chain, policy = line[1:].split(" [")[0].split()
+            if policy != "ACCEPT":
+                rules.add(f"{table} {chain} {policy}")
+        elif line.startswith("-"):
+            rules.add(f"{table} {line}")
+    return rules
+
+
+def firewall() -> set[str]:
+    """The host's IPv4 firewall rules now (none when iptables is not installed)."""
     if shutil.which("iptables-save") is None:
-        return ""
-    out = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False).stdout
-    return "\n".join(line.split(" [")[0] for line in out.splitlines() if not line.startswith("#"))
+        return set()
+    return firewall_rules(subprocess.run(["iptables-save"], capture_output=True, text=True,
+                                         check=False).stdout)
+
+
+def test_an_empty_loaded_table_is_no_firewall_and_a_left_rule_or_chain_is_not() -> None:
+    empty = "*filter\n:INPUT ACCEPT [7:36]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [7:36]\nCOMMIT\n"
+    assert firewall_rules(empty) == firewall_rules("") == set()
+    left = empty.replace("COMMIT", ":DOCKER - [0:0]\n-A FORWARD -j DOCKER\nCOMMIT")
+    assert firewall_rules(left) == {"filter DOCKER -", "filter -A FORWARD -j DOCKER"}
+    assert firewall_rules(empty.replace(":FORWARD ACCEPT", ":FORWARD DROP")) == {"filter FORWARD DROP"}
 
 
 def engine_answers() -> bool:
