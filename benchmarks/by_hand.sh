@@ -9,7 +9,7 @@
 # Usage: benchmarks/by_hand.sh [OUT]        (default runs/by-hand; run from the repository root)
 # Environment: REPEATS (3), PROMPTS (60), CONCURRENCY (2), CPUS (0: both arms and all their
 # processes on core 0 with taskset, like the CPU default; "none": unpinned), PORT_BASE (18100),
-# WAITS_FOR (all_arms; "primary", the router's default, to see what a client paced on the
+# WAITS_FOR (all_arms, the router's default; "primary" to see what a client paced on the
 # primary alone does to the other arm), CPUS_B (b's cores; default CPUS),
 # COLD_ARM (b: start a first and warm it alone with WARM_PROMPTS of the same traffic sent straight
 # to it, then start b, so b serves the judged traffic cold), HOG_AFTER_S (start a busy process on

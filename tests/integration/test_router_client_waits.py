@@ -57,9 +57,9 @@ def record(sink: ListSink, resp: httpx.Response) -> Exchange:
     return find_record(sink, resp.headers[REQUEST_ID_HEADER])
 
 
-def test_default_is_primary() -> None:
+def test_default_is_all_arms() -> None:
     settings = RouterSettings(arms={"a": {"url": "http://127.0.0.1:1"}}, dev_mode=True)
-    assert settings.client_waits_for == "primary"
+    assert settings.client_waits_for == "all_arms"
 
 
 @pytest.mark.parametrize("stream", [False, True])

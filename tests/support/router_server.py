@@ -57,6 +57,8 @@ def dev_settings(urls: dict[str, str], tmp_path: Path, **overrides: Any) -> Rout
         "run_dir": str(tmp_path),
         "run_id": "test-run",
         "seeded_sampling": "allow",
+        # the router tests exercise shadow arms (the client answered before the others end)
+        "client_waits_for": "primary",
     }
     config.update(overrides)
     return RouterSettings(**config)

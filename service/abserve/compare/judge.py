@@ -38,6 +38,7 @@ from abserve.compare.model import (
     PlacementLine,
     TrendLine,
 )
+from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import bias_guard, placement_line, sample_levels, shift_of
 from abserve.compare.policy import MetricRule, Policy, bucket_label
 from abserve.compare.sequential import look_ends
@@ -326,6 +327,9 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
         lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
         placement_known, looks = True, 1
     eq.drift_tolerance = tolerance
+    pacing, withhold = pacing_statement(run, all_ex)
+    if withhold:
+        withhold_fails(lines)
     rows, trends = breakdowns(judged, lat, policy)
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
@@ -345,6 +349,7 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
         exchanges_judged=len(judged),
         warmup_detail=warm_detail,
         placement_known=placement_known,
+        pacing=pacing,
         sequential=seq,
         looks=looks,
         arms=summaries,

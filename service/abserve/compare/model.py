@@ -230,6 +230,7 @@ class Judgment(BaseModel):
     exchanges_judged: int = 0
     warmup_detail: str = ""  # where the warm-up was cut and why
     placement_known: bool = True  # False: the arms' placement was not controlled (by-hand flow)
+    pacing: str | None = None  # recorded with client_waits_for: primary (compare/pacing.py)
     sequential: bool = False  # judged with anytime-valid intervals at every look
     looks: int = 0
     arms: dict[str, ArmSummary] = Field(default_factory=dict)

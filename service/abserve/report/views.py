@@ -233,7 +233,8 @@ def story(j: Judgment) -> Story:
     warm = j.warmup_detail or f"{j.exchanges_warmup} warm-up exchanges cut"
     heads = [f"Cost per item ({m.metric}): {span(m, m.estimate, m.low, m.high)}, {m.outcome}"
              for m in j.metrics if is_per_item(m)]
-    return Story(stop, decided, f"Warm-up: {warm}.", placement_statement(j), heads,
+    placement = " ".join(t for t in (placement_statement(j), j.pacing) if t) or None
+    return Story(stop, decided, f"Warm-up: {warm}.", placement, heads,
                  restart_statement(j))
 
 
@@ -370,6 +371,7 @@ def summary(j: Judgment) -> dict[str, object]:
         "exchanges_judged": j.exchanges_judged,
         "placement_known": j.placement_known,
         "placement_statement": st.placement,
+        "pacing": j.pacing,
         "router_restarts": len(router_restarts(j)),
         "router_restart_statement": st.restarts,
         "equality": None if eq is None or not j.equality else {

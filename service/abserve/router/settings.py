@@ -106,10 +106,11 @@ class RouterSettings(BaseSettings):
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
-    # When the client's response ends: with the primary's answer ("primary"), or once every
-    # arm has answered ("all_arms": a client that paces itself on its answers then keeps
-    # every arm at its concurrency; the by-hand flow with a third-party client needs it).
-    client_waits_for: ClientWaitsFor = "primary"
+    # When the client's response ends: once every arm has answered ("all_arms", the default:
+    # a client that paces itself on its answers, as every closed-loop load does, then keeps
+    # every arm at its own concurrency), or with the primary's answer ("primary": the other
+    # arms run as shadows and can build a queue the client never sees; on purpose only).
+    client_waits_for: ClientWaitsFor = "all_arms"
 
     top_logprobs: int = Field(default=5, ge=0, le=20)  # k asked of arms if the client asks none
     seed_policy: SeedPolicy = "fixed"  # "fixed": same seed to every arm when the client gave none

@@ -35,8 +35,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REPO = FIXTURES.parents[1]
 
 
-def judged(fixture: str, policy: Policy) -> Judgment:
+def judged(fixture: str, policy: Policy, *, pacing_recorded: bool = False) -> Judgment:
+    """The judgment of a fixture; unless ``pacing_recorded``, without its ``client_waits_for``
+    (as a router that predates the setting would have stored it), so the primary-pacing guard
+    (``compare/pacing.py``, tested below on the same run) leaves the time guards on their own."""
     run, exchanges = read_run_file(FIXTURES / f"{fixture}.jsonl.gz")
+    if not pacing_recorded:
+        run.config.pop("client_waits_for", None)
     return judge(run, exchanges, policy)
 
 
@@ -116,3 +121,23 @@ def test_a_real_shift_still_fails() -> None:
     assert tpot.outcome == "fail"
     assert tpot.low is not None
     assert tpot.low > 0.005
+
+
+def test_primary_pacing_recorded_withholds_the_old_judgments_latency_fail() -> None:
+    """The same cold run with its recorded ``client_waits_for: primary``: b had up to 10
+    requests in flight against a's 2, so its latency holds a queue the router made, and even
+    the old judgment, which failed it, may not fail it now; the report says why."""
+    for policy in (old_policy(), old_policy(warmup_requests=0), new_policy()):
+        j = judged("cold-arm-primary-paced", policy, pacing_recorded=True)
+        assert j.verdict != "fail"
+        assert "fail" not in critical(j).values()
+        assert j.pacing is not None
+        assert "peak in flight: a 2, b 10" in j.pacing
+    old = judged("cold-arm-primary-paced", old_policy(), pacing_recorded=True)
+    assert critical(old) == {"tpot.hl": "inconclusive", "ttft.hl": "inconclusive"}
+    assert all("primary pacing" in m.reason for m in old.metrics if m.critical)
+
+
+@pytest.mark.parametrize("fixture", ["cold-arm-shared-core", "slow-mutant", "drift-midrun"])
+def test_runs_where_the_client_waited_for_all_arms_say_nothing_of_pacing(fixture: str) -> None:
+    assert judged(fixture, new_policy(), pacing_recorded=True).pacing is None
