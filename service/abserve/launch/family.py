@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import quoteattr
 
 from abserve.compare.family import FamilyJudgment, judge_family, roles_for
+from abserve.report.junit import Case, junit_suite
 
 if TYPE_CHECKING:
     from abserve.compare.policy import Policy
@@ -110,18 +110,8 @@ def family_markdown(judged: FamilyJudgment, run: RunInfo) -> str:
 
 
 def family_junit(judged: FamilyJudgment, run_id: str) -> str:
-    """One JUnit test case per candidate (fail and invalid fail; others are skipped unless pass)."""
-    cases = []
-    failures = 0
-    for name, line in judged.candidates.items():
-        body = ""
-        message = quoteattr(f"{line.verdict} at alpha {line.alpha:.4g}: {'; '.join(line.reasons)}")
-        if line.verdict in ("fail", "invalid"):
-            failures += 1
-            body = f"<failure message={message}/>"
-        elif line.verdict != "pass":
-            body = f"<skipped message={message}/>"
-        case = quoteattr(f"{judged.baseline} vs {name}")
-        cases.append(f'  <testcase classname="abserve.{run_id}" name={case}>{body}</testcase>')
-    return (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="abserve family" '
-            f'tests="{len(cases)}" failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+    """One JUnit test case per candidate (``report/junit.py``: only a pass is green)."""
+    cases = [Case(f"{judged.baseline} vs {name}", line.verdict,
+                  f"at alpha {line.alpha:.4g}: {'; '.join(line.reasons)}")
+             for name, line in judged.candidates.items()]
+    return junit_suite("abserve family", f"abserve.{run_id}", cases)

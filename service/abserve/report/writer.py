@@ -2,16 +2,16 @@
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
 ``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
-one test case per gate; ``fail`` is a failure, ``invalid`` an error, ``marginal``,
-``inconclusive`` and ``unstable`` are skipped with their reason, so a CI gate reads the same
-outcome as the exit code (0 pass, 1 fail, 2 inconclusive, marginal or unstable, 3 invalid).
+one test case per gate (``report/junit.py``): only a pass is green; ``fail``, ``marginal``,
+``inconclusive`` and ``unstable`` are failures and ``invalid`` an error, each with its reason,
+so a CI dashboard never shows as passed what the exit code (0 pass, 1 fail, 2 inconclusive,
+marginal or unstable, 3 invalid) did not.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from markupsafe import Markup
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
 from abserve.report import effect, evidence, sentences, svg, views
+from abserve.report.junit import Case, junit_suite
 
 
 @dataclass(frozen=True)
@@ -139,33 +140,13 @@ def _finite(value: object) -> object:
 
 
 def junit_xml(j: Judgment) -> str:
-    """One test case per gate, plus one for the run's validity."""
-    suite = ET.Element("testsuite", name=f"abserve.{j.run_id}")
-    cases: list[tuple[str, str, str]] = [
-        ("validity", "invalid" if j.invalid_reasons else "pass", "; ".join(j.invalid_reasons) or "valid")
-    ]
+    """One test case per gate, plus one for the run's validity (``report/junit.py``)."""
+    cases = [Case("validity", "invalid" if j.invalid_reasons else "pass",
+                  "; ".join(j.invalid_reasons) or "valid")]
     if j.equality_verdict is not None:
-        cases.append(("equality", j.equality_verdict.outcome, j.equality_verdict.reason))
-    cases += [(m.name, m.outcome, m.reason) for m in j.metrics]
-    counts = {"failures": 0, "errors": 0, "skipped": 0}
-    for name, outcome, reason in cases:
-        case = ET.SubElement(suite, "testcase", classname=f"abserve.{j.run_id}", name=name)
-        if outcome == "fail":
-            ET.SubElement(case, "failure", message=reason, type="fail").text = reason
-            counts["failures"] += 1
-        elif outcome == "invalid":
-            ET.SubElement(case, "error", message=reason, type="invalid").text = reason
-            counts["errors"] += 1
-        elif outcome in ("marginal", "inconclusive", "unstable"):
-            ET.SubElement(case, "skipped", message=f"{outcome}: {reason}")
-            counts["skipped"] += 1
-        else:
-            ET.SubElement(case, "system-out").text = reason
-    suite.set("tests", str(len(cases)))
-    for key, value in counts.items():
-        suite.set(key, str(value))
-    ET.indent(suite)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+        cases.append(Case("equality", j.equality_verdict.outcome, j.equality_verdict.reason))
+    cases += [Case(m.name, m.outcome, m.reason) for m in j.metrics]
+    return junit_suite(f"abserve.{j.run_id}", f"abserve.{j.run_id}", cases)
 
 
 def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,

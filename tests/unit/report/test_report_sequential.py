@@ -161,7 +161,7 @@ def test_unknown_placement_without_an_assumed_bias_says_a_fail_may_be_placement(
     assert "assumes no placement bias" in md
 
 
-def test_an_unstable_drift_is_charted_open_and_skipped_in_junit(tmp_path: Path) -> None:
+def test_an_unstable_drift_is_charted_open_and_a_failure_in_junit(tmp_path: Path) -> None:
     j = judged(exchanges(128, shift=-0.001, drift_at=64), logged=False)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
     assert tpot.outcome == "unstable"
@@ -177,9 +177,11 @@ def test_an_unstable_drift_is_charted_open_and_skipped_in_junit(tmp_path: Path) 
     assert j.verdict == "inconclusive"
     assert 'class="verdict inconclusive"' in paths.html.read_text()
     case = next(c for c in ET.parse(paths.junit).getroot().iter("testcase") if c.get("name") == "tpot.hl")
-    skipped = case.find("skipped")
-    assert skipped is not None
-    assert (skipped.get("message") or "").startswith("unstable:")
+    assert case.find("skipped") is None  # never green on a dashboard
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("type") == "unstable"
+    assert (failure.get("message") or "").startswith("unstable:")
 
 
 def test_a_gate_with_fewer_than_two_bounded_looks_gets_one_line_not_an_empty_chart(seq: Judgment,
