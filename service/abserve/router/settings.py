@@ -16,7 +16,15 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ArmRole = Literal["baseline", "candidate", "noise_floor"]
@@ -27,6 +35,8 @@ ClientWaitsFor = Literal["primary", "all_arms"]
 
 class Deadlines(BaseModel):
     """Per-arm time limits in seconds; each arm is timed out on its own."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused with its path
 
     connect_s: float = Field(default=5.0, gt=0)
     # send → first token (big prefills); for a request that is not streamed, send → the
@@ -40,12 +50,16 @@ class PoolLimits(BaseModel):
     """Connection pool of each arm's client (``upstream.ArmClient``): at most this many
     connections per arm; idle ones are kept for reuse until ``keepalive_expiry_s``."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused with its path
+
     max_connections: int = Field(default=128, ge=1)
     keepalive_expiry_s: float = Field(default=4.0, gt=0)  # under uvicorn's (and vLLM's) 5 s
 
 
 class ArmSettings(BaseModel):
     """One upstream vLLM server."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused with its path
 
     url: str
     role: ArmRole = "baseline"
