@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+# abserve.traffic.corpus.API_KEY_ENV, named here so the CLI starts without importing the corpus
+API_KEY_ENV = "ABSERVE_API_KEY"
 ShapeOpt = Annotated[str, typer.Option(help="closed | constant | poisson | step | sweep")]
 
 
@@ -36,6 +38,9 @@ def load(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,
     corpus_file: Annotated[Path | None, typer.Option("--corpus", help="replay JSONL")] = None,
     processes: Annotated[int, typer.Option(help="Locust worker processes")] = 1,
+    api_key: Annotated[str | None, typer.Option(
+        envvar=API_KEY_ENV, show_envvar=True, show_default=False,
+        help="the router's API key, sent as a Bearer token (the router's ABSERVE_ROUTER_API_KEY)")] = None,
 ) -> None:
     """Send a bounded load of one traffic profile and write per-request timings."""
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
@@ -49,7 +54,8 @@ def load(
             profile, host, requests=requests, duration=duration, users=users, seed=seed,
             run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
             rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
-            overrides=set_ or [], corpus=corpus_file, sweep_rates=rates, processes=processes))
+            overrides=set_ or [], corpus=corpus_file, sweep_rates=rates, processes=processes,
+            api_key=api_key))
     except LoadError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
