@@ -3,16 +3,24 @@ PY := .venv/bin/python
 CONFIG ?= configs/cpu-default.yaml
 OUT ?= runs/latest
 
-.PHONY: setup run test lint compose-check compose-faults compose-images
+.PHONY: setup lock run test lint compose-check compose-faults compose-images
 setup:
 	@bash scripts/setup.sh
 
+# Regenerates requirements/cpu-dev.lock.txt, the hashed lock setup installs, from pyproject.toml
+# (scripts/lock.sh: pip-compile through your pip settings, which must reach torch==2.13.0+cpu).
+lock:
+	@bash scripts/lock.sh
+
 # `make run` succeeds when the run reached a verdict (pass 0, fail 1, inconclusive or marginal 2)
-# and fails when it could not (invalid 3, or an error); gate CI on `abserve run`'s own code.
+# and fails when it could not: invalid 3, or a tool error (4 usage or refused input, 5 internal
+# error, 130 interrupted). Gate CI on `abserve run`'s own code (abserve/exit_codes.py).
 run: setup
 	@$(PY) -m abserve run $(CONFIG) --out $(OUT); code=$$?; \
 	if [ $$code -le 2 ]; then echo "make run: verdict reached (exit $$code); report in $(OUT)"; \
-	else exit $$code; fi
+	elif [ $$code -eq 3 ]; then echo "make run: the run is INVALID (exit 3); report in $(OUT)" >&2; exit 3; \
+	else echo "make run: abserve did not judge a run (tool error, exit $$code: see the message above)" >&2; \
+	exit $$code; fi
 
 # tests/compose_stack runs `make compose-check` as a test (marker compose; root; about 10 minutes,
 # benchmarks/compose.md). Its fault cases (`make compose-faults`, about 8 minutes more) run

@@ -2,4 +2,4 @@
 
 from abserve.cli import app
 
-app()
+app(prog_name="abserve")

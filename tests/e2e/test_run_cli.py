@@ -83,7 +83,7 @@ def test_a_second_run_is_refused_while_one_runs(tmp_path: Path) -> None:
         held.flush()
         proc = abserve("run", str(small_config(tmp_path)), "--out", str(tmp_path / "out"), lock=lock)
         output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 3
+    assert proc.returncode == 4  # refused: a tool error, not a verdict
     assert "another abserve run is in progress" in output
 
 

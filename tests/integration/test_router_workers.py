@@ -167,7 +167,7 @@ def test_several_workers_refuse_sqlite(tmp_path: Path) -> None:
     config, _ = _config(tmp_path, ["http://127.0.0.1:9", "http://127.0.0.1:9"], None)
     done = subprocess.run([sys.executable, "-m", "abserve", "router", "--config", str(config),
                            "--workers", "2"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 4
     assert "PostgreSQL" in done.stderr
 
 
@@ -180,5 +180,5 @@ def test_a_taken_port_is_a_startup_error_before_the_store_is_touched(tmp_path: P
         done = subprocess.run([sys.executable, "-m", "abserve", "router", "--config", str(config),
                                "--port", str(taken.getsockname()[1]), "--workers", "2"],
                               capture_output=True, text=True, timeout=60)
-    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.returncode == 4, done.stderr[-2000:]
     assert "cannot listen on 127.0.0.1" in done.stderr

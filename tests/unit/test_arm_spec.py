@@ -241,7 +241,7 @@ def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path
     env = {**os.environ, "COLUMNS": "200", "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
     began = time.monotonic()
     result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")], env=env)
-    assert result.exit_code == 3, result.output
+    assert result.exit_code == 4, result.output
     assert "does not exist" in result.output
     assert "starting arms" not in result.output
     assert not (tmp_path / "out" / "logs" / "vllm-a.log").exists()

@@ -141,7 +141,7 @@ def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "abserve", "run", "configs/cpu-default.yaml", "--out",
                            str(tmp_path / "out"), "--budget", "5req"], cwd=REPO, capture_output=True,
                           text=True, timeout=120, check=False)
-    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.returncode == 4, done.stdout + done.stderr
     assert "below one round" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "out" / "logs").exists()  # nothing started

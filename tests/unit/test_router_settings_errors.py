@@ -27,7 +27,7 @@ def run_router(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> 
     path = tmp_path / "router.yaml"
     path.write_text(text)
     result = CliRunner().invoke(app, ["router", "--config", str(path)], env=env)
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 4, result.output
     out = result.output + (result.stderr if result.stderr_bytes is not None else "")
     assert "invalid settings" in out
     assert "Traceback" not in out

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abserve.launch.blocks import parse_placement
 from abserve.records import ArmProvenance, RunInfo
@@ -42,8 +42,13 @@ class CombineError(ValueError):
 
 def load_manifest(path: Path) -> list[BlockRun]:
     """The rotation's blocks, in order, from a YAML list written by the rotation script."""
-    raw = yaml.safe_load(Path(path).read_text()) or []
-    return [BlockRun.model_validate(item) for item in raw]
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or []
+        if not isinstance(raw, list):
+            raise CombineError(f"{path}: expected a YAML list of blocks (database_url, run_id, placement)")
+        return [BlockRun.model_validate(item) for item in raw]
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise CombineError(f"{path}: {exc}") from exc
 
 
 def combine_runs(blocks: Sequence[BlockRun], into: str, database_url: str) -> RunInfo:

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from abserve import exit_codes
+
 
 def build_model(
     out: Annotated[Path, typer.Option("--out", help="Directory to write the model into.")],
@@ -45,15 +47,16 @@ def run(
 
     from abserve.config import load_experiment
     from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
+    from abserve.launch.run_paths import RunRefused
     from abserve.launch.rounds import parse_budget
 
     console = Console()
     try:
         limits = parse_budget(budget) if budget else None
         code = run_experiment(load_experiment(config), config, out, console, limits)
-    except ValueError as exc:
+    except (ValueError, RunRefused) as exc:
         console.print(f"[bold red]run refused:[/] {exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
+        raise typer.Exit(exit_codes.USAGE) from exc
     except RunError as exc:
         console.print(f"[bold red]run failed:[/] {exc}")
         raise typer.Exit(EXIT_INVALID) from exc
@@ -117,7 +120,7 @@ def combine(
         run = combine_runs(load_manifest(manifest), into, db)
     except CombineError as exc:
         typer.echo(f"combine: {exc}", err=True)
-        raise typer.Exit(3) from exc
+        raise typer.Exit(exit_codes.USAGE) from exc
     blocks = run.provenance.get("blocks")
     count = len(blocks) if isinstance(blocks, list) else 0
     typer.echo(f"run {run.run_id}: {count} blocks, status {run.status}")
@@ -139,7 +142,7 @@ def check(
         facts = check_arms(experiment, full_argv(experiment, ensure_model(experiment)))
     except (ValueError, RuntimeError) as exc:
         typer.echo(f"check refused: {exc}", err=True)
-        raise typer.Exit(3) from None
+        raise typer.Exit(exit_codes.USAGE) from None
     for name, arm in experiment.arms.items():
         fact = facts[name]
         typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "

@@ -48,7 +48,7 @@ from abserve.launch.rounds import (
     wait_recorded,
 )
 from abserve.launch.router_process import RouterProcess, router_settings
-from abserve.launch.run_paths import RunError, RunPaths
+from abserve.launch.run_paths import RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.records import RunInfo
@@ -70,7 +70,7 @@ def exclusive_run(lock_path: Path | None = None) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise RunError(f"another abserve run is in progress ({holder}); wait for it or stop it") from None
+            raise RunRefused(f"another abserve run is in progress ({holder}); wait for it or stop it") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}")
@@ -91,7 +91,7 @@ def ensure_model(config: ExperimentConfig) -> Path:
 
         return ensure_tiny_model(config.model.path, TinyModelSpec(**config.model.spec))
     if not config.model.path.exists():
-        raise RunError(f"model path {config.model.path} does not exist")
+        raise RunRefused(f"model path {config.model.path} does not exist")
     return config.model.path
 
 
@@ -107,7 +107,7 @@ def check_arm_setup(config: ExperimentConfig, model: Path) -> dict[str, ArmFacts
     try:
         return check_arms(config, arm_servers.full_argv(config, model))
     except ArmCheckError as exc:
-        raise RunError(str(exc)) from None
+        raise RunRefused(str(exc)) from None
 
 
 def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console: Console) -> None:
@@ -289,7 +289,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     try:
         policy, rounds = preflight(config, budget)
     except ValueError as exc:
-        raise RunError(str(exc)) from exc
+        raise RunRefused(str(exc)) from exc
     began = time.monotonic()
     paths = RunPaths(out)
     paths.log("x").parent.mkdir(parents=True, exist_ok=True)

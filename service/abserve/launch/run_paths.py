@@ -14,6 +14,11 @@ class RunError(RuntimeError):
     """The run cannot go on; the message says why and what to look at."""
 
 
+class RunRefused(RunError):
+    """The run was refused before anything started (its config, its arms, the machine's run lock):
+    a tool error (exit 4), not an invalid run."""
+
+
 @dataclass
 class RunPaths:
     out: Path

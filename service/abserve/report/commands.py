@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from abserve import exit_codes
+
 if TYPE_CHECKING:
     from abserve.compare import Judgment, Policy
     from abserve.compare.plan import Plan
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from abserve.report import ReportPaths
     from abserve.store import Store
 
-USAGE_ERROR = 4
+USAGE_ERROR = exit_codes.USAGE
 DEFAULT_POLICY = Path("configs/policy/default.yaml")
 
 DbOption = Annotated[str, typer.Option("--db", help="Store URL, e.g. sqlite:///runs/abserve.db.")]

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from abserve import exit_codes
+
 if TYPE_CHECKING:
     from abserve.router.admission import SharedCounts
     from abserve.router.settings import RouterSettings
@@ -81,7 +83,7 @@ def run_app(settings: RouterSettings, sock: socket.socket | None = None,
     server = uvicorn.Server(config)
     server.run(sockets=None if sock is None else [sock])
     if not server.started:
-        sys.exit(3)  # as uvicorn.run does: it could not start (port taken, app failed)
+        sys.exit(exit_codes.USAGE)  # it could not start (port taken, app failed): a tool error
 
 
 def freeze_heap() -> None:
@@ -111,7 +113,7 @@ def register(app: typer.Typer) -> None:
             serve(config, host, port, workers)
         except ValueError as exc:  # settings refused (pydantic ValidationError is one)
             typer.echo(f"router: invalid settings: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise typer.Exit(exit_codes.USAGE) from exc
         except StartupError as exc:
             typer.echo(f"router: {exc}", err=True)
-            raise typer.Exit(3) from exc
+            raise typer.Exit(exit_codes.USAGE) from exc

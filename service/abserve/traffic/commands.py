@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from abserve import exit_codes
+
 # abserve.traffic.corpus.API_KEY_ENV, named here so the CLI starts without importing the corpus
 API_KEY_ENV = "ABSERVE_API_KEY"
 ShapeOpt = Annotated[str, typer.Option(help="closed | constant | poisson | step | sweep")]
@@ -58,13 +60,13 @@ def load(
             api_key=api_key))
     except LoadError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(exit_codes.USAGE) from exc
     typer.echo(f"run {summary.run_id}: {summary.requests_sent} requests, {summary.failures} "
                f"failed ({summary.stop_reason or 'stopped'}); timings: {summary.timings_path}")
     if summary.stop_reason == "error_rate":
-        raise typer.Exit(3)
+        raise typer.Exit(exit_codes.LOAD_ERROR_RATE)
     if summary.stop_reason == "worker_lost":  # a --processes run whose worker died
-        raise typer.Exit(4)
+        raise typer.Exit(exit_codes.LOAD_WORKER_LOST)
 
 
 def corpus(
