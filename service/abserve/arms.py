@@ -33,8 +33,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from abserve.roles import Role
+
 Lookup = Literal["linear", "bisect", "hybrid"]
-Role = Literal["baseline", "candidate", "noise_floor"]
 ArmKind = Literal["managed", "external", "image"]
 ArgValue = str | int | float | bool | dict[str, Any]
 

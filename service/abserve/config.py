@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
 from abserve.placement import Order, is_balanced, plan_blocks
+from abserve.roles import baselines, resolve_roles
 from abserve.yamlfile import read_mapping
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
@@ -173,15 +174,13 @@ class ExperimentConfig(BaseModel):
     def _check_arms(self) -> ExperimentConfig:
         if len(self.arms) < 2:
             raise ValueError("at least two arms are required: one baseline and one to compare with it")
-        baselines = [name for name, arm in self.arms.items() if arm.role == "baseline"]
-        if not baselines and "a" in self.arms and self.arms["a"].role is None:
-            baselines = ["a"]  # the default: arm "a" is the baseline, arms without a role candidates
-        if len(baselines) != 1:
+        roles = resolve_roles({name: arm.role for name, arm in self.arms.items()})
+        found = baselines(roles)
+        if len(found) != 1:
             raise ValueError(f"exactly one arm must be the baseline (role: baseline, or the arm named "
-                             f"'a' without a role); found {baselines or 'none'}")
+                             f"'a' without a role); found {found or 'none'}")
         for name, arm in self.arms.items():
-            if arm.role is None:
-                arm.role = "baseline" if name == baselines[0] else "candidate"
+            arm.role = roles[name]
         images = [name for name, arm in self.arms.items() if arm.kind == "image"]
         if images and len(images) != len(self.arms):
             raise ValueError(f"arms {images} are images (run by docker compose); the others are "

@@ -27,7 +27,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-ArmRole = Literal["baseline", "candidate", "noise_floor"]
+from abserve.roles import Role, baselines, resolve_roles
+
 SeedPolicy = Literal["fixed", "none"]
 SeededSampling = Literal["allow", "refuse"]
 ClientWaitsFor = Literal["primary", "all_arms"]
@@ -62,7 +63,7 @@ class ArmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt key is refused with its path
 
     url: str
-    role: ArmRole = "baseline"
+    role: Role | None = None  # filled in by RouterSettings as an experiment does (abserve.roles)
     api_key: SecretStr | None = None  # sent to this upstream; never the client's key
     deadlines: Deadlines = Deadlines()
 
@@ -163,6 +164,12 @@ class RouterSettings(BaseSettings):
             raise ValueError("at least one arm is required")
         if self.primary not in self.arms:
             raise ValueError(f"primary arm is not among arms {sorted(self.arms)}")
+        roles = resolve_roles({name: arm.role for name, arm in self.arms.items()}, fallback=self.primary)
+        if len(found := baselines(roles)) != 1:
+            raise ValueError(f"exactly one arm must be the baseline (role: baseline, or the arm named 'a' "
+                             f"or else the primary without a role); found {found or 'none'}")
+        for name, arm in self.arms.items():
+            arm.role = roles[name]
         if self.api_key is None and not self.dev_mode:
             raise ValueError("api_key is required (or set dev_mode: true explicitly)")
         if self.api_key is not None and len(self.api_key.get_secret_value()) < 16:
