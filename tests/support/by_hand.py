@@ -46,7 +46,7 @@ ABSERVE = [sys.executable, "-m", "abserve"]
 def router_yaml(urls: dict[str, str], *, run_id: str, run_dir: Path, database_url: str,
                 port: int, max_images: int = 64, client_waits_for: str = "all_arms") -> str:
     """Router settings for a baseline arm ``a`` and a candidate arm ``b`` (docs/by-hand.md).
-    The API key is not in the file: ``ABSERVE_ROUTER_API_KEY`` holds it."""
+    The API key is not in the file: ``ABSERVE_API_KEY`` holds it, as docs/by-hand.md exports it."""
     return (
         f"run_id: {run_id}\n"
         f"run_dir: {run_dir}\n"
@@ -75,7 +75,8 @@ class RouterProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> RouterProcess:
-        env = os.environ | {"ABSERVE_ROUTER_API_KEY": self.api_key}
+        env = {k: v for k, v in os.environ.items() if k != "ABSERVE_ROUTER_API_KEY"} | {
+            "ABSERVE_API_KEY": self.api_key}
         self._log = open(self.log, "ab")  # closed in stop()
         self.process = subprocess.Popen([*ABSERVE, "router", "--config", str(self.config)], env=env,
                                         stdout=self._log, stderr=subprocess.STDOUT,

@@ -2,8 +2,9 @@
 
 One ``RouterSettings`` object says everything the router does; ``load_settings`` reads
 it from a YAML file (``abserve router --config FILE``), and ``ABSERVE_ROUTER_*``
-environment variables override fields (``ABSERVE_ROUTER_API_KEY`` keeps the key out of
-files). The settings refuse to exist without an API key unless ``dev_mode: true`` is set
+environment variables override fields. The key stays out of files as ``ABSERVE_API_KEY``,
+the variable every abserve client reads (``ABSERVE_ROUTER_API_KEY`` wins when both are set).
+The settings refuse to exist without an API key unless ``dev_mode: true`` is set
 explicitly: authentication fails closed.
 """
 
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +31,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from abserve.roles import Role, baselines, resolve_roles
 
+ROUTER_KEY_ENV = "ABSERVE_ROUTER_API_KEY"
+SHARED_KEY_ENV = "ABSERVE_API_KEY"  # abserve.traffic.corpus.API_KEY_ENV: what clients send
 SeedPolicy = Literal["fixed", "none"]
 SeededSampling = Literal["allow", "refuse"]
 ClientWaitsFor = Literal["primary", "all_arms"]
@@ -102,7 +106,10 @@ class RouterSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
-    api_key: SecretStr | None = None
+    # The clients' key (every abserve client reads ABSERVE_API_KEY); ABSERVE_ROUTER_API_KEY, the
+    # router's own name for it, wins when both are set; `api_key:` in the YAML file otherwise.
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices(ROUTER_KEY_ENV, SHARED_KEY_ENV, "api_key"))
     dev_mode: bool = False  # explicit opt-out of the API key requirement
 
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)

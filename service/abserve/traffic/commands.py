@@ -42,7 +42,7 @@ def load(
     processes: Annotated[int, typer.Option(help="Locust worker processes")] = 1,
     api_key: Annotated[str | None, typer.Option(
         envvar=API_KEY_ENV, show_envvar=True, show_default=False,
-        help="the router's API key, sent as a Bearer token (the router's ABSERVE_ROUTER_API_KEY)")] = None,
+        help="the router's API key, sent as a Bearer token (the router reads the same variable)")] = None,
 ) -> None:
     """Send a bounded load of one traffic profile and write per-request timings."""
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
