@@ -21,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
+from abserve.config_paths import rebase_experiment
+from abserve.packaged import packaged, resolve_config
 from abserve.placement import Order, is_balanced, plan_blocks
 from abserve.roles import baselines, resolve_roles
 from abserve.yamlfile import read_mapping
@@ -168,7 +170,7 @@ class ExperimentConfig(BaseModel):
     load: LoadConfig
     blocks: BlocksConfig = BlocksConfig()
     budget: BudgetConfig | None = None
-    policy: Path = Path("configs/policy/default.yaml")
+    policy: Path = Path("configs/policy/default.yaml")  # load_experiment: the packaged default
 
     @model_validator(mode="after")
     def _check_arms(self) -> ExperimentConfig:
@@ -244,10 +246,13 @@ class ConfigError(ValueError):
 
 
 def load_experiment(path: Path | str) -> ExperimentConfig:
-    """Read and validate an experiment YAML file (``extends: OTHER.yaml`` allowed); raises
+    """Read and validate an experiment YAML file or packaged name (``abserve.packaged``;
+    ``extends: OTHER.yaml`` allowed, paths in it relative to the file that names them); raises
     ``ConfigError`` whose message quotes no value of the file (it may hold secrets)."""
+    data = read_mapping(resolve_config(path), rebase=rebase_experiment)
+    data.setdefault("policy", str(packaged("default", "policy")))
     try:
-        return ExperimentConfig.model_validate(read_mapping(Path(path)))
+        return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors(include_url=False, include_input=False, include_context=False):

@@ -1,26 +1,36 @@
-"""YAML files that extend one another: ``extends: OTHER.yaml`` (relative to the file).
+"""YAML files that extend one another: ``extends: OTHER.yaml`` (relative to the file, or a
+packaged name: ``abserve.packaged``).
 
 Experiment configs and policies come in families (the CPU default and its A/A' twin differ in
 one arm); ``extends`` keeps each number in one file. The named file is read first and the
 extending file is applied to it as a JSON Merge Patch (RFC 7386): nested mappings are merged
 key by key, a key set to null is removed, anything else (lists included) is replaced whole.
-Cycles are refused.
+Cycles are refused. Paths a file names are its own: ``rebase`` rewrites each file's path fields
+relative to that file before the files are merged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from abserve.packaged import Kind, resolve_config
+
+# Rewrites the path fields of one file's mapping, given that file's folder.
+Rebase = Callable[[dict[str, Any], Path], dict[str, Any]]
 
 
 class YamlFileError(ValueError):
     """A file that cannot be read, is not a mapping, or extends itself."""
 
 
-def read_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The mapping in ``path`` with its ``extends`` chain applied."""
+def read_mapping(path: Path, seen: tuple[Path, ...] = (), kind: Kind = "experiment",
+                 rebase: Rebase | None = None) -> dict[str, Any]:
+    """The mapping in ``path`` with its ``extends`` chain applied; a bare ``extends`` name is the
+    packaged config of ``kind``, and ``rebase`` (when given) rewrites every file's paths."""
     if path.resolve() in seen:
         raise YamlFileError(f"{path} extends itself (through {', '.join(map(str, seen))})")
     try:
@@ -29,10 +39,19 @@ def read_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         raise YamlFileError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise YamlFileError(f"{path} must be a YAML mapping at the top level")
+    if rebase is not None:
+        try:
+            data = rebase(data, path.parent)
+        except ValueError as exc:
+            raise YamlFileError(f"{path}: {exc}") from exc
     base = data.pop("extends", None)
     if base is None:
         return data
-    return merge(read_mapping(path.parent / str(base), (*seen, path.resolve())), data)
+    try:
+        parent = resolve_config(str(base), kind, relative_to=path.parent)
+    except ValueError as exc:
+        raise YamlFileError(f"{path}: extends: {exc}") from exc
+    return merge(read_mapping(parent, (*seen, path.resolve()), kind, rebase), data)
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

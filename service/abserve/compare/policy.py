@@ -1,7 +1,8 @@
 """The sign-off policy: what is measured, what change is allowed, and how sure we must be.
 
-Loaded from ``configs/policy/*.yaml`` (see ``configs/policy/default.yaml`` for every field
-explained). Unknown keys are refused so a typo cannot silently loosen a gate.
+Loaded from ``configs/policy/*.yaml``, packaged as ``abserve/_configs/policy`` and addressable by
+name (``gpu``; see ``configs/policy/default.yaml`` for every field explained). Unknown keys are
+refused so a typo cannot silently loosen a gate.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from abserve.packaged import PackagedError, resolve_config
 from abserve.yamlfile import YamlFileError, read_mapping
 
 Direction = Literal["increase", "decrease", "either"]
@@ -183,11 +185,13 @@ class PolicyError(ValueError):
 
 
 def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy YAML file; raises ``PolicyError`` with the reason."""
+    """Read and validate a policy YAML file or packaged name (``abserve.packaged``: ``gpu``);
+    raises ``PolicyError`` with the reason."""
     p = Path(path)
     try:
-        data = read_mapping(p)
-    except YamlFileError as exc:
+        p = resolve_config(path, "policy")
+        data = read_mapping(p, kind="policy")
+    except (PackagedError, YamlFileError) as exc:
         raise PolicyError(f"cannot read policy {p}: {exc}") from exc
     try:
         return Policy.model_validate(data)

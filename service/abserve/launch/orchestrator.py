@@ -70,7 +70,8 @@ def exclusive_run(lock_path: Path | None = None) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise RunRefused(f"another abserve run is in progress ({holder}); wait for it or stop it") from None
+            raise RunRefused(
+                f"another abserve run is in progress ({holder}); wait for it or stop it") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}")

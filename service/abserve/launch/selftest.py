@@ -25,7 +25,9 @@ from rich.table import Table
 
 from abserve.compare import load_policy
 from abserve.compare.policy import ArmRoles, Policy
+from abserve.config_paths import rebase_selftest
 from abserve.launch.selftest_checks import CheckResult, CheckSpec, evaluate
+from abserve.packaged import resolve_config
 
 SELFTEST_SCHEMA_VERSION = 1
 EXIT_OK, EXIT_EXPECTATION, EXIT_NOT_RUN = 0, 1, 3
@@ -73,10 +75,12 @@ class SelftestResult(BaseModel):
 
 
 def load_selftest(path: Path) -> SelftestConfig:
+    """A selftest file or packaged name; its policy and experiments relative to the file."""
+    path = resolve_config(path)
     raw = yaml.safe_load(Path(path).read_text())
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping at the top level")
-    return SelftestConfig.model_validate(raw)
+    return SelftestConfig.model_validate(rebase_selftest(raw, path.parent))
 
 
 def run_one(name: str, config_path: Path, out: Path, console: Console) -> ExperimentOutcome:

@@ -8,7 +8,8 @@ is never changed. One candidate is the store; none or several is an error that n
 Policy, in order: the ``policy`` block of the ``report.json`` that ``abserve run`` wrote beside
 the store for this run (exactly what the run was judged with, arm roles included); else the
 policy file whose SHA-256 the run's provenance recorded (``policy_sha256``), looked for under
-``configs/``; else an error asking for ``--policy`` (never a silent default).
+``configs/`` and then among the packaged configs (``abserve.packaged``); else an error asking for
+``--policy`` (never a silent default).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abserve.compare import Policy, PolicyError, load_policy
+from abserve.packaged import packaged_root
 
 MAX_DEPTH = 4
 
@@ -87,15 +89,21 @@ def _sha256(path: Path) -> str:
 
 def _from_provenance(provenance: dict[str, object], configs: Path) -> Found | None:
     digest = provenance.get("policy_sha256")
-    if not isinstance(digest, str) or not configs.is_dir():
+    if not isinstance(digest, str):
         return None
-    for path in sorted(configs.rglob("*.yaml")):
+    for path in _policy_files(configs):
         if _sha256(path) == digest:
             try:
                 return Found(load_policy(path), f"{path} (its SHA-256 is the one the run recorded)")
             except PolicyError:
                 continue
     return None
+
+
+def _policy_files(configs: Path) -> list[Path]:
+    """The YAML files under ``configs`` (when it is a folder), then the packaged ones."""
+    folders = [configs, packaged_root()] if configs.is_dir() else [packaged_root()]
+    return [path for folder in folders for path in sorted(folder.rglob("*.yaml"))]
 
 
 def find_policy(run_id: str, store: Path | None, provenance: dict[str, object],
@@ -105,7 +113,8 @@ def find_policy(run_id: str, store: Path | None, provenance: dict[str, object],
     found = found or _from_provenance(provenance, configs)
     if found is None:
         recorded = provenance.get("policy_sha256")
-        hint = (f"its recorded policy SHA-256 {str(recorded)[:12]}… matches no file under {configs}"
+        hint = (f"its recorded policy SHA-256 {str(recorded)[:12]}… matches no file under {configs} "
+                "or among the packaged configs"
                 if recorded else "the run records no policy (a by-hand or compose run)")
         raise LocateError(f"cannot tell which policy run {run_id!r} was judged with: {hint}; "
                           "pass --policy FILE")

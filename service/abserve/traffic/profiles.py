@@ -1,11 +1,11 @@
 """Traffic profiles: what requests the load generator makes, as validated pydantic models.
 
-A profile lives in ``configs/traffic/<name>.yaml`` and says how many images a request carries,
-their sizes and formats, how much text surrounds them and in what layout, the sampling knobs
-(``max_tokens``, temperature, seed) and, for ``chunk-boundary``, where image spans must sit
-relative to multiples of the server's ``max_num_batched_tokens``. Every knob can be
-overridden from the command line with dotted ``key=value`` pairs (``images.count=[4,8]``), so
-one file per intent is enough. Loading is pure apart from reading the YAML file.
+A profile lives in ``configs/traffic/<name>.yaml`` (packaged: ``abserve.packaged``) and says how
+many images a request carries, their sizes and formats, how much text surrounds them and in what
+layout, the sampling knobs (``max_tokens``, temperature, seed) and, for ``chunk-boundary``, where
+image spans must sit relative to multiples of the server's ``max_num_batched_tokens``. Every knob
+can be overridden from the command line with dotted ``key=value`` pairs (``images.count=[4,8]``),
+so one file per intent is enough. Loading is pure apart from reading the YAML file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-PROFILE_DIR = Path(__file__).resolve().parents[3] / "configs" / "traffic"
+from abserve.packaged import packaged_root
+
+PROFILE_DIR = packaged_root() / "traffic"
 
 ImageFormat = Literal["png", "jpeg"]
 Layout = Literal["images_first", "text_first", "interleaved"]

@@ -21,7 +21,8 @@ from abserve.traffic.corpus import API_KEY_ENV, format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.timing import read_timings
 
-LOCUSTFILE = Path(__file__).resolve().parents[3] / "loadtest" / "locustfile.py"
+# Packaged, so an installed abserve sends load from any directory (abserve.loadtest).
+LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadtest" / "locustfile.py"
 EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit",
               4: "a worker was lost"}
 
