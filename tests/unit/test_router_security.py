@@ -28,7 +28,7 @@ def test_settings_reject_unknown_primary_and_fields() -> None:
     with pytest.raises(ValidationError, match="primary arm"):
         RouterSettings(arms=ARMS, primary="z", dev_mode=True)
     with pytest.raises(ValidationError):
-        RouterSettings(arms=ARMS, dev_mode=True, max_bodybytes=3)  # type: ignore[call-arg]
+        RouterSettings(arms=ARMS, dev_mode=True, max_bodybytes=3)
 
 
 def test_public_config_and_repr_hold_no_secret() -> None:

@@ -224,7 +224,33 @@ def plan_command(
         )
 
 
+def watch(
+    run_id: Annotated[str, typer.Argument(help="The run to watch.")],
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar="ABSERVE_DATABASE_URL", show_envvar=False,
+        help="Store URL (default: $ABSERVE_DATABASE_URL, else the SQLite store under --runs that "
+             "holds RUN_ID).")] = None,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", help="Policy YAML (default: the run's, else configs/policy/default.yaml).")] = None,
+    every: Annotated[float, typer.Option("--every", help="Seconds between refreshes.")] = 10.0,
+    once: Annotated[bool, typer.Option("--once", help="Print one plain-text frame and exit.")] = False,
+    budget: Annotated[str | None, typer.Option(
+        "--budget", help="Show what is left of this budget (10m, 400req, 10m,400req; "
+                         "default: the one the run recorded, if any).")] = None,
+    wait: Annotated[float, typer.Option(
+        "--wait", help="Wait up to this many seconds for the store and the run to appear.")] = 0.0,
+    runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
+        "runs"),
+) -> None:
+    """Show a run's progress from its store while it runs: per arm requests, errors and
+    mismatches, the critical gates' current intervals, the time left; exits 0 when it ends."""
+    from abserve.report.watch import run_watch
+
+    raise typer.Exit(run_watch(run_id, db, policy, every, once, budget, wait, runs))
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("report")(report)
     app.command("plan")(plan_command)
+    app.command("watch")(watch)
