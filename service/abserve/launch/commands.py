@@ -47,8 +47,8 @@ def run(
 
     from abserve.config import load_experiment
     from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
-    from abserve.launch.run_paths import RunRefused
     from abserve.launch.rounds import parse_budget
+    from abserve.launch.run_paths import RunRefused
 
     console = Console()
     try:
@@ -128,10 +128,28 @@ def combine(
 
 def check(
     config: Annotated[Path, typer.Argument(help="Experiment YAML.")],
+    gpu: Annotated[bool, typer.Option(
+        "--gpu", help="GPU host preflight instead (before any image pull or build): NVIDIA runtime "
+                      "in the host and Docker, GPU ids, memory per arm, compute capability, a "
+                      "pinned model for a release sign-off.")] = False,
+    allow_unpinned: Annotated[bool, typer.Option(
+        "--allow-unpinned", help="With --gpu: accept a release config whose model revision is "
+                                 "not a commit.")] = False,
+    env_file: Annotated[Path | None, typer.Option(
+        "--env-file", help="With --gpu: the compose env file with the GPU placement "
+                           "(ABSERVE_GPU_*; default .env if present; the shell's environment "
+                           "wins, as in compose).")] = None,
 ) -> None:
     """Check an experiment without starting a server: the file, every arm (interpreters and the
     environments an arm asks abserve to create, vLLM's own parser over each arm's flags,
-    references, external endpoints); prints what each arm runs."""
+    references, external endpoints); prints what each arm runs. With --gpu: the GPU host's
+    preflight for a docker compose config (docs/gpu.md, "Preflight"); needs no local vLLM."""
+    if gpu:
+        _check_gpu(config, env_file, allow_unpinned)
+        return
+    if allow_unpinned or env_file is not None:
+        typer.echo("check refused: --allow-unpinned and --env-file apply with --gpu only", err=True)
+        raise typer.Exit(exit_codes.USAGE)
     from abserve.config import load_experiment
     from abserve.launch.arm_checks import check_arms
     from abserve.launch.arm_servers import full_argv
@@ -147,6 +165,21 @@ def check(
         fact = facts[name]
         typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "
                    f"{'proves ' + arm.expected_mode if arm.expected_mode else 'unproven'}")
+
+
+def _check_gpu(config: Path, env_file: Path | None, allow_unpinned: bool) -> None:
+    """``check --gpu``: one line per placement and "gpu preflight: ok", else one line, exit 4."""
+    import os
+
+    from abserve.deploy.gpu_preflight import PreflightRefused, run_preflight
+
+    try:
+        lines = run_preflight(config, env_file, os.environ, allow_unpinned)
+    except PreflightRefused as exc:
+        typer.echo(f"gpu preflight refused: {exc}", err=True)
+        raise typer.Exit(exit_codes.USAGE) from None
+    for line in lines:
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:
