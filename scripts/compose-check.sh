@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
-#   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres (default: all)
+#   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
+#                                           (default: all)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
 #     (`make compose-faults`); `images` builds and smoke-tests the GPU host's own Dockerfiles
 #     (abserve.Dockerfile, and vllm-cpu.Dockerfile for vLLM's) from a Debian base and a
@@ -17,20 +18,38 @@
 #    asserts signoff.sh's exit code, the report's verdict and each arm's proof.
 #    rotation: scripts/gpu-rotation.sh with 2 blocks (the arms swap cores 0 and 1); asserts
 #    the combined report. postgres: the sign-off with its store in PostgreSQL (a server
-#    container on the stack's network, docker/compose-check.postgres.yml).
-# 5. Teardown, whatever happened: the stack, its networks, dangling images and build cache,
-#    and the dockerd this script started (with the firewall rules and bridge it added).
+#    container on the stack's network, docker/compose-check.postgres.yml). arms3: three arms,
+#    a, b and a third candidate `hybrid` (lookup hybrid), which docker-compose.yml has no
+#    service for: signoff.sh runs it from the compose files compose_env generates; asserts
+#    the family's report (both candidates judged against a, Holm-corrected) and every arm's
+#    proof in each candidate's report. concurrency: identical arms (both linear) under
+#    closed-loop Locust with 4 users: asserts that no arm ever had more than 4 requests in
+#    flight (the router added no queue of its own) and that no latency gate failed.
+# 5. Teardown, whatever happened: what this check created and nothing else. Everything it
+#    makes carries its own marks: the compose project abserve-check-<id> (compose labels every
+#    container, network and volume with com.docker.compose.project) and the label
+#    com.abserve.check=<id> on every image it imports or builds (scripts/compose-images.sh);
+#    teardown removes exactly those, by label (never a prune of the whole engine), then stops
+#    the dockerd this script started (with the firewall rules and bridge it added).
+#    ABSERVE_COMPOSE_KEEP_IMAGES=1 keeps the labelled images.
+# It refuses to run in a Docker engine that scripts/compose-engine.sh did not start itself
+# (one line says so), unless ABSERVE_COMPOSE_USE_ENGINE=1: then it runs there and still
+# removes only what it labelled.
 # Writes the times of each step to .abserve/compose/times.txt (benchmarks/compose.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 CONFIG=configs/cpu-compose.yaml
 WORK="$PWD/.abserve/compose"
 ENV_FILE="$WORK/cpu.env"
 TIMES="$WORK/times.txt"
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres arms3 concurrency)
 PY=.venv/bin/python
+# This check's marks (see 5.): its id, its compose project, the label of its images.
+export ABSERVE_CHECK_ID="${ABSERVE_CHECK_ID:-$(date -u +%Y%m%d-%H%M%S)-$$}"
+export COMPOSE_PROJECT_NAME="abserve-check-$ABSERVE_CHECK_ID"
+CHECK_LABEL="com.abserve.check=$ABSERVE_CHECK_ID"
 export COMPOSE_FILE=docker-compose.yml:docker-compose.cpu.yml
 export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0   # the classic builder: no buildx here
 export ABSERVE_ENV_FILE="$ENV_FILE"
@@ -48,6 +67,94 @@ lap() {  # lap NAME: the seconds since the last lap, recorded
   step_start=$now
 }
 
+remove_labelled() {  # remove_labelled KIND LABEL: the engine's KINDs that carry LABEL, removed
+  local kind="$1" label="$2" ids
+  local -a rm_cmd
+  case "$kind" in
+    container) ids="$(docker ps --all --quiet --filter "label=$label" 2>/dev/null)" || true
+               rm_cmd=(docker rm --force --volumes) ;;
+    network)   ids="$(docker network ls --quiet --filter "label=$label" 2>/dev/null)" || true
+               rm_cmd=(docker network rm) ;;
+    volume)    ids="$(docker volume ls --quiet --filter "label=$label" 2>/dev/null)" || true
+               rm_cmd=(docker volume rm --force) ;;
+    image)     ids="$(docker image ls --quiet --filter "label=$label" 2>/dev/null | sort -u)" || true
+               rm_cmd=(docker image rm --force) ;;
+    *) return 1 ;;
+  esac
+  [ -n "$ids" ] || return 0
+  # shellcheck disable=SC2086  # one id per word
+  "${rm_cmd[@]}" $ids >/dev/null 2>&1 || true
+}
+
+teardown() {
+  local rc=$?
+  log "teardown: compose project $COMPOSE_PROJECT_NAME, images labelled $CHECK_LABEL"
+  docker compose --env-file "$ENV_FILE" down --remove-orphans --volumes >/dev/null 2>&1 || true
+  docker compose --env-file "$ENV_FILE" -f docker-compose.yml -f docker-compose.cpu.yml \
+    -f docker/compose-check.postgres.yml down --remove-orphans --volumes >/dev/null 2>&1 || true
+  # Whatever `down` could not reach (a run whose env file was never written, a generated
+  # compose file of extra arms): by the project's label, then by the check's own.
+  local kind label
+  for kind in container network volume; do
+    for label in "com.docker.compose.project=$COMPOSE_PROJECT_NAME" "$CHECK_LABEL"; do
+      remove_labelled "$kind" "$label"
+    done
+  done
+  [ "${ABSERVE_COMPOSE_KEEP_IMAGES:-0}" = 1 ] || remove_labelled image "$CHECK_LABEL"
+  if [ "$engine_running_before" = 0 ] || [ "$engine_was_ours" = 1 ]; then
+    [ "${ABSERVE_KEEP_ENGINE:-0}" = 1 ] || scripts/compose-engine.sh stop
+  fi
+  lap teardown
+  log "total $(( $(date +%s) - started_at )) s; exit $rc"
+}
+
+check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
+  local run_id="$1" want="$2" got="$3"; shift 3
+  [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
+  "$PY" -m abserve.deploy.check_report "reports/$run_id" --exit-code "$got" \
+    --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
+}
+
+check_family() {  # check_family RUN_ID EXPECTED_EXIT ACTUAL_EXIT CANDIDATE...: a family's report
+  local run_id="$1" want="$2" got="$3"; shift 3
+  [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
+  "$PY" - "reports/$run_id" "$got" "$@" <<'PY' || fail "$run_id: family report check"
+import json, sys
+from pathlib import Path
+out, code, candidates = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+family = json.loads((out / "report.json").read_text())
+problems = []
+if family.get("exit_code") != code:
+    problems.append(f"family exit {family.get('exit_code')}, signoff.sh {code}")
+if sorted(family.get("candidates", {})) != sorted(candidates):
+    problems.append(f"candidates {sorted(family.get('candidates', {}))}, expected {sorted(candidates)}")
+if "Holm" not in str(family.get("correction")):
+    problems.append(f"no Holm correction stated: {family.get('correction')!r}")
+print("\n".join(problems) or f"family of {candidates}: {family.get('verdict')}; {family.get('correction')}")
+sys.exit(1 if problems else 0)
+PY
+  local candidate vs_code
+  for candidate in "$@"; do
+    vs_code="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["exit_code"])' \
+      "reports/$run_id/vs-$candidate/report.json")" || fail "$run_id: no report for $candidate"
+    "$PY" -m abserve.deploy.check_report "reports/$run_id/vs-$candidate" --exit-code "$vs_code" \
+      --expect a=linear --expect b=bisect --expect hybrid=hybrid || fail "$run_id: vs-$candidate report check"
+  done
+}
+
+derive_config() {  # derive_config OUT NAME PYTHON: configs/cpu-compose.yaml edited by PYTHON (raw)
+  "$PY" - "$CONFIG" "$1" "$2" "$3" <<'PY'
+import sys, yaml
+raw = yaml.safe_load(open(sys.argv[1]))
+raw["name"] = sys.argv[3]
+exec(sys.argv[4])
+open(sys.argv[2], "w").write(yaml.safe_dump(raw, sort_keys=False))
+PY
+}
+
+# Sourced (tests/unit/test_compose_check_teardown.py): the functions above only.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
 mkdir -p "$WORK"
 : > "$TIMES"
 engine_was_ours=0
@@ -55,26 +162,13 @@ engine_was_ours=0
 engine_running_before=0
 docker info >/dev/null 2>&1 && engine_running_before=1
 
-teardown() {
-  local rc=$?
-  log "teardown"
-  docker compose --env-file "$ENV_FILE" down --remove-orphans --volumes >/dev/null 2>&1 || true
-  docker compose --env-file "$ENV_FILE" -f docker-compose.yml -f docker-compose.cpu.yml \
-    -f docker/compose-check.postgres.yml down --remove-orphans --volumes >/dev/null 2>&1 || true
-  docker image prune -f >/dev/null 2>&1 || true
-  docker builder prune -f >/dev/null 2>&1 || true
-  if [ "$engine_running_before" = 0 ] || [ "$engine_was_ours" = 1 ]; then
-    [ "${ABSERVE_KEEP_ENGINE:-0}" = 1 ] || scripts/compose-engine.sh stop
-  fi
-  lap teardown
-  log "total $(( $(date +%s) - started_at )) s; exit $rc"
-}
+# --- 1. engine (before the teardown trap: an engine refused is left entirely alone) ------
+scripts/compose-engine.sh start
 trap teardown EXIT
 trap 'exit 130' INT TERM
-
-# --- 1. engine, 2. images ------------------------------------------------------------------
-scripts/compose-engine.sh start
 lap engine
+
+# --- 2. images -------------------------------------------------------------------------------
 scripts/compose-images.sh host
 lap images
 
@@ -115,13 +209,6 @@ ENV
 mkdir -p "$WORK/runs"
 lap model
 
-check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
-  local run_id="$1" want="$2" got="$3"; shift 3
-  [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
-  "$PY" -m abserve.deploy.check_report "reports/$run_id" --exit-code "$got" \
-    --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
-}
-
 # shellcheck source=scripts/compose-faults.sh
 . scripts/compose-faults.sh
 for step in "${STEPS[@]}"; do
@@ -150,13 +237,57 @@ for step in "${STEPS[@]}"; do
       check_report "$run_id" 2 "$code"
       [ ! -e "$WORK/runs/$run_id/abserve.db" ] || fail "$run_id: a SQLite store was written beside PostgreSQL"
       lap postgres ;;
+    arms3)
+      # configs/cpu-compose.yaml plus a third candidate arm (written under .abserve/, which
+      # the CPU stack's containers see at /app like the rest of the checkout).
+      config3="${WORK#"$PWD"/}/cpu-compose-3arms.yaml"
+      derive_config "$config3" cpu-compose-3arms '
+raw["arms"]["hybrid"] = {"lookup": "hybrid", "role": "candidate"}
+raw["router"]["arms"]["hybrid"] = {"url": "http://vllm-hybrid:8000", "role": "candidate"}'
+      run_id="check-arms3-$(date -u +%Y%m%d-%H%M%S)"
+      code=0
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$config3" || code=$?
+      [ -s "$WORK/runs/$run_id/arms.0.yml" ] || fail "$run_id: no generated compose file for arm hybrid"
+      check_family "$run_id" 2 "$code" b hybrid
+      lap arms3 ;;
+    concurrency)
+      configc="${WORK#"$PWD"/}/cpu-compose-concurrency.yaml"
+      derive_config "$configc" cpu-compose-concurrency '
+raw["arms"]["b"]["lookup"] = "linear"
+raw["load"]["users"] = 4'
+      run_id="check-concurrency-$(date -u +%Y%m%d-%H%M%S)"
+      code=0
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$configc" || code=$?
+      [ "$code" -lt 3 ] || fail "$run_id: exit code $code: no valid run (see $WORK/runs/$run_id/compose.log)"
+      "$PY" - "$WORK/runs/$run_id/abserve.db" "$run_id" "reports/$run_id/report.json" <<'PY' || fail "$run_id: concurrency check"
+import json, sys
+from abserve.compare.pacing import peak_in_flight
+from abserve.store import Store
+store = Store.open(f"sqlite:///{sys.argv[1]}")
+try:
+    exchanges = list(store.iter_exchanges(sys.argv[2]))
+finally:
+    store.close()
+report = json.loads(open(sys.argv[3]).read())
+peaks = {arm: peak_in_flight(exchanges, arm) for arm in ("a", "b")}
+fails = [m.get("metric") or m.get("name") for m in report.get("metrics", []) if m.get("outcome") == "fail"]
+problems = [f"arm {a}: {n} requests in flight at once, above the 4 users" for a, n in peaks.items() if n > 4]
+problems += [f"arm {a}: never more than one request in flight: the load was not concurrent"
+             for a, n in peaks.items() if n < 2]
+problems += [f"latency gate(s) failed on identical arms: {fails}"] if fails else []
+print(f"{len(exchanges)} exchanges, peak in flight {peaks}, verdict {report.get('verdict')}, "
+      f"latency fails {fails or 'none'}")
+print("\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+      lap concurrency ;;
     images)
       scripts/compose-images.sh dockerfiles
       lap images ;;
     arm-killed|worker-killed|router-restart)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, images, arm-killed, worker-killed, router-restart)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, concurrency, images, arm-killed, worker-killed, router-restart)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

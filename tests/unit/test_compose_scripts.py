@@ -72,7 +72,8 @@ def test_server_args_render_as_argv() -> None:
         (lambda c: c["server"]["env"].update({"VLLM_SECRET": "1"}), "does not pass"),
         (lambda c: c["arms"]["b"].update({"lookup": None}), "arm 'b' has no lookup"),
         (lambda c: c["arms"].pop("b"), "arm 'b' is required"),
-        (lambda c: c["arms"].update({"c": {"lookup": "linear"}}), "no compose service"),
+        (lambda c: c["arms"].update({"C_1": {"lookup": "linear"}}), "not a compose arm name"),
+        (lambda c: c["arms"].update({"c": {"lookup": "linear"}}), "must equal arms"),
         (lambda c: c["router"]["arms"]["b"].update({"url": "http://10.0.0.1:8000"}), "vllm-b:8000"),
         (lambda c: c["router"]["arms"].pop("a2"), "must equal arms"),
     ],
@@ -258,7 +259,9 @@ def signoff(tmp_path: Path, env_file: str | None, stdin: str = "",
     bin_dir.mkdir()
     fake(bin_dir, "docker", DOCKER)
     log = tmp_path / "calls.jsonl"
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), **fakes}
+    # The GPU preflight has its own tests (tests/unit/deploy_preflight/); no GPU or abserve here.
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), "ABSERVE_SKIP_PREFLIGHT": "1",
+           **fakes}
     # As gpu-rotation.sh runs it: in a loop reading its plan from stdin, which must survive.
     script = f'bash "{tree / "scripts" / "signoff.sh"}" configs/gpu-x.yaml --scale locust-worker=3; ' \
              'rc=$?; echo "stdin left: $(cat)"; exit $rc'

@@ -9,6 +9,18 @@ run per arm, the router's arm URLs, no flag that compose sets itself or that ope
 server's file system) and renders the variables as an env file for ``docker compose
 --env-file``. ``scripts/signoff.sh`` runs it as ``python -m abserve.deploy.compose_env CONFIG``.
 
+Any number of candidate arms: ``docker-compose.yml`` has services for the arms ``a``, ``b`` and
+``a2`` (the noise floor), so that a plain ``docker compose up`` runs; every other arm of the
+config (``hybrid``, ``c``, ...) gets a service ``vllm-<arm>`` of its own from a generated
+compose file, ``python -m abserve.deploy.compose_env --arms-compose CONFIG < COMPOSE_FILE``
+(``extra_arms_compose``): for each compose file of the stack (``docker-compose.yml``, and
+``docker-compose.cpu.yml`` under the CPU override), that file's ``vllm-b`` as the template,
+with b's names (``vllm-b``, ``ABSERVE_*_B``, ``telemetry/b``, ``vllm-cache-b``) made the arm's,
+plus the router waiting for it and the report proving its lookup. ``scripts/signoff.sh``
+writes one per compose file and appends them to ``COMPOSE_FILE``. The router and the report
+see every arm: the router's arms are the config's, the report proves and judges
+``ABSERVE_ARMS`` (every candidate against the baseline, Holm-corrected, as ``abserve run``).
+
 Per arm, compose runs exactly: an image (``image:``, else the host's shared
 ``ABSERVE_VLLM_IMAGE``), extra vLLM args appended after ``server.args`` (the last occurrence
 wins, as under ``abserve run``) and a lookup. It cannot run a per-arm environment (compose
@@ -35,8 +47,12 @@ from abserve.arms import REFERENCE, ArgValue, ArmConfig, render_args
 from abserve.config import ExperimentConfig, LoadItem
 
 # The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2), and the lookup each
-# runs when its ABSERVE_LOOKUP_<ARM> is empty (the compose file's defaults).
+# runs when its ABSERVE_LOOKUP_<ARM> is empty (the compose file's defaults). Any other arm gets
+# its service from the generated file of extra_arms_compose.
 DEFAULT_LOOKUP: dict[str, str] = {"a": "linear", "b": "bisect", "a2": "linear"}
+# An extra arm's name: its service vllm-<name> and its variables' suffix <NAME> must be valid.
+ARM_NAME = re.compile(r"^[a-z][a-z0-9]{0,15}$")
+TEMPLATE_ARM = "b"  # the service an extra arm's is made from, in each compose file
 NOISE_FLOOR_PROFILE = "noise-floor"  # compose profile that enables vllm-a2
 ARM_PORT = 8000
 # Server environment the compose file passes to every arm (x-vllm-env). Not
@@ -73,7 +89,8 @@ NOT_FOR_COMPOSE = {
            "`abserve run` (per-arm env works there)",
 }
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
-__all__ = ["ArgValue", "ComposeExperiment", "LoadItem", "compose_env", "load_experiment", "render_args"]
+__all__ = ["ArgValue", "ComposeExperiment", "LoadItem", "compose_arms", "compose_env", "extra_arms",
+           "extra_arms_compose", "load_experiment", "render_args"]
 
 
 class ComposeExperiment(ExperimentConfig):
@@ -97,8 +114,9 @@ class ComposeExperiment(ExperimentConfig):
             if arm not in arms:
                 raise ValueError(f"arm {arm!r} is required")
         for arm, spec in arms.items():
-            if arm not in DEFAULT_LOOKUP:
-                raise ValueError(f"arm {arm!r} has no compose service (known: {sorted(DEFAULT_LOOKUP)})")
+            if arm not in DEFAULT_LOOKUP and not ARM_NAME.match(str(arm)):
+                raise ValueError(f"arm {arm!r}: not a compose arm name (a lower-case letter, then up "
+                                 "to 15 lower-case letters or digits: its service is vllm-<arm>)")
             if isinstance(spec, dict):
                 _check_arm(arm, spec, server.get("args") or {})
         router_arms = (data.get("router") or {}).get("arms") or {}
@@ -173,12 +191,120 @@ def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, st
         "ABSERVE_POLICY": experiment.policy.as_posix(),
         "COMPOSE_PROFILES": NOISE_FLOOR_PROFILE if "a2" in experiment.arms else "",
         # The arms prepare-run.sh lays out and run-report.sh proves: exactly the config's.
-        "ABSERVE_ARMS": " ".join(arm for arm in DEFAULT_LOOKUP if arm in experiment.arms),
+        "ABSERVE_ARMS": " ".join(compose_arms(experiment)),
     }
-    for arm in DEFAULT_LOOKUP:
+    for arm in [*DEFAULT_LOOKUP, *extra_arms(experiment)]:
         env |= arm_env(arm, experiment.arms.get(arm))
     env.update(experiment.server.env)
     return env
+
+
+def compose_arms(experiment: ExperimentConfig) -> list[str]:
+    """The config's arms in compose's order: a, b, a2 (those it has), then the others."""
+    return [arm for arm in DEFAULT_LOOKUP if arm in experiment.arms] + extra_arms(experiment)
+
+
+def extra_arms(experiment: ExperimentConfig) -> list[str]:
+    """The config's arms that docker-compose.yml has no service for, in the config's order."""
+    return [arm for arm in experiment.arms if arm not in DEFAULT_LOOKUP]
+
+
+class _Tagged:
+    """A compose YAML tag (``!reset``, ``!override``) kept through a load and a dump."""
+
+    def __init__(self, tag: str, value: Any) -> None:
+        self.tag, self.value = tag, value
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    pass
+
+
+class _ComposeDumper(yaml.SafeDumper):
+    pass
+
+
+def _construct_tagged(loader: yaml.SafeLoader, node: yaml.Node) -> _Tagged:
+    if isinstance(node, yaml.MappingNode):
+        value: Any = loader.construct_mapping(node, deep=True)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_scalar(node)  # type: ignore[arg-type]
+    return _Tagged(node.tag, value)
+
+
+def _represent_tagged(dumper: yaml.SafeDumper, data: _Tagged) -> yaml.Node:
+    if isinstance(data.value, dict):
+        return dumper.represent_mapping(data.tag, data.value)
+    if isinstance(data.value, list):
+        return dumper.represent_sequence(data.tag, data.value)
+    return dumper.represent_scalar(data.tag, str(data.value or "null"))
+
+
+for _tag in ("!reset", "!override"):
+    _ComposeLoader.add_constructor(_tag, _construct_tagged)
+_ComposeDumper.add_representer(_Tagged, _represent_tagged)
+
+
+def _rename(value: Any, arm: str) -> Any:
+    """``value`` (part of the template arm's service) with the template's names made ``arm``'s."""
+    if isinstance(value, _Tagged):
+        return _Tagged(value.tag, _rename(value.value, arm))
+    if isinstance(value, dict):
+        return {_rename(k, arm): _rename(v, arm) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rename(v, arm) for v in value]
+    if not isinstance(value, str):
+        return value
+    suffix, template = arm.upper(), TEMPLATE_ARM.upper()
+    value = re.sub(rf"\$\{{ABSERVE_LOOKUP_{template}:-[a-z]*\}}",
+                   f"${{ABSERVE_LOOKUP_{suffix}:?set ABSERVE_LOOKUP_{suffix} (abserve.deploy.compose_env)}}",
+                   value)  # an extra arm has no default lookup: compose_env always writes it
+    value = re.sub(rf"(?<=[A-Z0-9])_{template}(?![A-Za-z0-9_])", f"_{suffix}", value)
+    value = re.sub(rf"\bvllm-cache-{TEMPLATE_ARM}\b", f"vllm-cache-{arm}", value)
+    value = re.sub(rf"\bvllm-{TEMPLATE_ARM}\b", f"vllm-{arm}", value)
+    return re.sub(rf"/telemetry/{TEMPLATE_ARM}(?=[:/]|$)", f"/telemetry/{arm}", value)
+
+
+def extra_arms_compose(experiment: ExperimentConfig, compose_text: str) -> str:
+    """The generated compose file that gives each extra arm (``extra_arms``) its service, made
+    from one compose file of the stack (``compose_text``): that file's ``vllm-b`` with b's names
+    made the arm's; in a file that has them, also the router waiting for the arm (healthy) and
+    the report proving its lookup, and its own vLLM cache volume. Each arm starts after the one
+    before it (on a GPU host vLLM sizes its KV cache from the memory free at start); a file
+    that overrides the start order (the CPU override's ``depends_on: !override``) keeps its own.
+    Empty when there are no extra arms or the file has no ``vllm-b``."""
+    extras = extra_arms(experiment)
+    source = yaml.load(compose_text, Loader=_ComposeLoader) or {}  # a SafeLoader, with compose tags
+    services = source.get("services") or {}
+    template = services.get(f"vllm-{TEMPLATE_ARM}")
+    if not extras or not isinstance(template, dict):
+        return ""
+    out: dict[str, Any] = {"services": {}}
+    static = [arm for arm in compose_arms(experiment) if arm in DEFAULT_LOOKUP]
+    previous = f"vllm-{static[-1]}"
+    for arm in extras:
+        service = _rename(template, arm)
+        if isinstance(service.get("depends_on"), dict):  # the GPU start order: after the one before
+            service["depends_on"] = {previous: {"condition": "service_healthy"}}
+        service.pop("profiles", None)
+        out["services"][f"vllm-{arm}"] = service
+        previous = f"vllm-{arm}"
+    router_deps = (services.get("router") or {}).get("depends_on")
+    if isinstance(router_deps, dict) and f"vllm-{TEMPLATE_ARM}" in router_deps:
+        out["services"]["router"] = {"depends_on": {f"vllm-{arm}": {"condition": "service_healthy"}
+                                                    for arm in extras}}
+    lookups = ((services.get("report") or {}).get("environment") or {}).get("ABSERVE_ARM_LOOKUPS")
+    if isinstance(lookups, str):
+        more = " ".join(f"{arm}=${{ABSERVE_LOOKUP_{arm.upper()}:-}}" for arm in extras)
+        out["services"]["report"] = {"environment": {"ABSERVE_ARM_LOOKUPS": f"{lookups.strip()} {more}"}}
+    if f"vllm-cache-{TEMPLATE_ARM}" in (source.get("volumes") or {}):
+        out["volumes"] = {f"vllm-cache-{arm}": {} for arm in extras}
+    header = ("# Generated by abserve.deploy.compose_env --arms-compose for this run's extra arms "
+              f"({' '.join(extras)}): each is vllm-{TEMPLATE_ARM} of the compose file it was made "
+              "from, with its own names. Do not edit.\n")
+    return header + yaml.dump(out, Dumper=_ComposeDumper, sort_keys=False, width=1000)
 
 
 def arm_env(arm: str, spec: ArmConfig | None) -> dict[str, str]:
@@ -223,10 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m abserve.deploy.compose_env CONFIG``: print the env file, or the error."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path, help="configs/gpu-*.yaml, relative to the repo root")
+    parser.add_argument("--arms-compose", action="store_true",
+                        help="print the compose file of the config's extra arms, made from the "
+                             "compose file on stdin (empty when there are none)")
     args = parser.parse_args(argv)
     try:
-        text = render_env_file(compose_env(load_experiment(args.config), args.config.as_posix()))
-    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        experiment = load_experiment(args.config)
+        if args.arms_compose:
+            sys.stdout.write(extra_arms_compose(experiment, sys.stdin.read()))
+            return 0
+        text = render_env_file(compose_env(experiment, args.config.as_posix()))
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"compose_env: {args.config}: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(f"# derived from {args.config.as_posix()} by abserve.deploy.compose_env\n{text}")
