@@ -7,7 +7,9 @@
 # (arms -> router -> Locust -> report) under a fresh run id, saves every container's log
 # to runs/<id>/compose.log, tears the stack down, and exits with the report's code:
 #   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid (also: the report never ran),
-#   4 the GPU preflight refused (`abserve check CONFIG --gpu`, run before any image is pulled or
+#   4 or more a tool error: refused before anything ran (no config or .env, no key, a config
+#   compose cannot run, the GPU preflight refused), or the report itself judged nothing.
+#   The preflight (`abserve check CONFIG --gpu`) runs before any image is pulled or
 #   built: NVIDIA runtime, GPU ids and memory per arm, compute capability, a pinned release
 #   model; docs/gpu.md "Preflight"). ABSERVE_SKIP_PREFLIGHT=1 skips it, ABSERVE_ALLOW_UNPINNED=1
 #   passes --allow-unpinned; the CPU override (COMPOSE_FILE naming docker-compose.cpu.yml) has
@@ -22,10 +24,11 @@ cd "$(dirname "$0")/.."
 
 CONFIG="${1:-configs/gpu-qwen2.5-vl-3b.yaml}"
 shift || true
-INVALID=3
+INVALID=3   # the run could not be judged (abserve/exit_codes.py)
+REFUSED=4   # a tool error: the sign-off was refused before anything ran
 ENV_FILE="${ABSERVE_ENV_FILE:-.env}"
 
-die() { echo "signoff: $*" >&2; exit "$INVALID"; }
+die() { echo "signoff: $*" >&2; exit "$REFUSED"; }
 
 [ -f "$CONFIG" ] || die "no such config: $CONFIG"
 [ -f "$ENV_FILE" ] || die "no $ENV_FILE: cp .env.example .env and set ABSERVE_API_KEY and the GPU placement"
@@ -44,7 +47,7 @@ preflight() {
   elif [ -x .venv/bin/abserve ]; then abserve=.venv/bin/abserve
   else
     echo "signoff: abserve is not installed for the GPU preflight: pipx install '.[service]' (or set ABSERVE_SKIP_PREFLIGHT=1)" >&2
-    exit 4
+    exit "$REFUSED"
   fi
   [ "${ABSERVE_ALLOW_UNPINNED:-0}" = 1 ] && flags+=(--allow-unpinned)
   local rc=0
@@ -171,7 +174,8 @@ fi
 "${dc[@]}" logs --no-color report || true
 case "$code" in
   0) verdict=pass ;; 1) verdict=fail ;; 2) verdict="inconclusive or marginal" ;; 3) verdict=invalid ;;
-  *) echo "signoff: the report crashed (exit $code)" >&2; exit "$INVALID" ;;
+  *) echo "signoff: the report judged nothing (a tool error, exit $code); see $run_dir/compose.log" >&2
+     exit "$code" ;;
 esac
 echo "signoff: $verdict (exit $code); report in reports/$ABSERVE_RUN_ID, run data in $run_dir"
 exit "$code"

@@ -122,7 +122,7 @@ def run_engine_start(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedPr
 
 def test_an_engine_the_script_did_not_start_is_refused_with_one_line(tmp_path: Path) -> None:
     result, made = run_engine_start(tmp_path)
-    assert result.returncode == 3
+    assert result.returncode == 4
     (line,) = result.stderr.strip().splitlines()
     assert "refusing" in line and "ABSERVE_COMPOSE_USE_ENGINE=1" in line
     assert not [c for c in made if c[0] in {"dockerd", "apt-get"}]
@@ -152,7 +152,7 @@ def test_the_check_refuses_a_foreign_engine_before_touching_anything(tmp_path: P
            "ABSERVE_DOCKER_ROOT": str(tmp_path / "engine"), "FAKE_INFO_RC": "0"}
     result = subprocess.run(["bash", str(repo / "scripts" / "compose-check.sh"), "signoff"], cwd=repo,
                             env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.returncode == 4, result.stdout + result.stderr
     assert "refusing" in result.stderr
     made = calls(log)
     assert {tuple(c) for c in made} == {("docker", "info")}, made  # no teardown, no compose, no rm

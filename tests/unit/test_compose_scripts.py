@@ -314,6 +314,6 @@ def test_signoff_is_invalid_when_the_report_was_created_but_never_started(tmp_pa
 )
 def test_signoff_refuses_to_start_without_a_key(tmp_path: Path, env_file: str | None, message: str) -> None:
     rc, out, made = signoff(tmp_path, env_file, FAKE_REPORT_CODE="0")
-    assert rc == 3
+    assert rc == 4  # refused before anything ran: a tool error, not an invalid run
     assert message in out
     assert not any("up" in c for c in made)

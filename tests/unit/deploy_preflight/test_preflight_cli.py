@@ -171,8 +171,8 @@ def test_signoff_stops_with_the_preflights_refusal_before_docker(tmp_path: Path)
 def test_signoff_goes_on_after_a_passing_preflight(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, "echo 'gpu preflight: ok'", ABSERVE_ALLOW_UNPINNED="1")
     assert made[0] == "abserve check configs/gpu-release.yaml --gpu --env-file .env --allow-unpinned"
-    assert made[1:] == ["docker compose version"]  # the next step (here it fails: rc 3)
-    assert rc == 3 and "gpu preflight: ok" in out
+    assert made[1:] == ["docker compose version"]  # the next step (here it fails: refused, rc 4)
+    assert rc == 4 and "gpu preflight: ok" in out
 
 
 @pytest.mark.parametrize("skip", [{"ABSERVE_SKIP_PREFLIGHT": "1"},
@@ -181,8 +181,9 @@ def test_signoff_skips_the_preflight_when_told_or_under_the_cpu_override(
     tmp_path: Path, skip: dict[str, str]
 ) -> None:
     rc, out, made = signoff(tmp_path, "exit 4", **skip)
-    assert rc == 3 and "GPU preflight skipped" in out
-    assert made == ["docker compose version"]
+    assert "GPU preflight skipped" in out
+    assert made == ["docker compose version"]  # no preflight called; the next step refuses
+    assert rc == 4 and "docker compose (v2) is required" in out
 
 
 def test_signoff_without_abserve_says_how_to_install_it(tmp_path: Path) -> None:
