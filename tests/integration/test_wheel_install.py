@@ -184,3 +184,35 @@ def _live(port: int, proc: subprocess.Popen[str], timeout_s: float = 30.0) -> bo
         except httpx.HTTPError:
             time.sleep(0.2)
     return False
+
+
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+ARM_PROBE = """
+import importlib.metadata as md, sys
+import abserve.vllm_plugin
+plugins = [e.value for e in md.entry_points(group="vllm.general_plugins") if e.name == "abserve"]
+print(abserve.vllm_plugin.__file__, plugins[0])
+"""
+
+
+def test_an_arm_environment_gets_the_installed_abserve_with_its_plugin_entry_point(
+        venv: Path, outside: Path) -> None:
+    """An arm's own venv (``install:``) from a wheel install: the installed files are copied in
+    (no checkout to install from, and no such release on PyPI), the vLLM plugin entry point too."""
+    arm = outside / "arm-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(arm)], check=True, timeout=60)
+    arm_python = arm / "bin" / "python"
+    site = subprocess.run([str(arm_python), "-c", PURELIB], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    copy = ("import sys; from pathlib import Path; from abserve.launch import arm_venv; "
+            "assert arm_venv.abserve_source() is None; "
+            "print(arm_venv.copy_installed_abserve(Path(sys.argv[1])))")
+    copied = subprocess.run([str(venv / "bin" / "python"), "-c", copy, site], cwd=outside, env=_env(venv),
+                            capture_output=True, text=True, timeout=60)
+    assert copied.returncode == 0, copied.stderr
+    assert int(copied.stdout) > 50
+    probe = subprocess.run([str(arm_python), "-I", "-c", ARM_PROBE], cwd=outside,
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr  # stdlib only: the arm needs nothing else of abserve's
+    module, entry = probe.stdout.split()
+    assert Path(module).is_relative_to(arm) and entry == "abserve.vllm_plugin:register"
