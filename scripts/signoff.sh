@@ -123,17 +123,25 @@ trap 'exit 130' INT TERM
 # A live view while the stack runs: `abserve watch` in the service image reads the run's store
 # (SQLite under the runs dir, or ABSERVE_DATABASE_URL), waits for the router to create the run,
 # prints one line per refresh (requests, errors and mismatches per arm, the critical gates'
-# intervals) and ends by itself once the run is finished; it is stopped by its PID (and its
-# container removed by name) when the report ends. ABSERVE_WATCH=0 turns it off;
-# ABSERVE_WATCH_EVERY sets the refresh (30 s).
+# intervals, the requests left of the load plan) and ends by itself once the run is finished;
+# it is stopped by its PID (and its container removed by name) when the report ends.
+# ABSERVE_WATCH=0 turns it off; ABSERVE_WATCH_EVERY sets the refresh (30 s).
 setting() { sed -n "s/^$1=//p" "$ENV_FILE" "$run_dir/compose.env" | tail -n 1; }
 watch_pid=""
 watch_name="abserve-watch-$ABSERVE_RUN_ID"
+planned_requests() {  # the load plan's requests (profile:requests[:set] words): what is left
+  local total=0 word count
+  for word in $(setting ABSERVE_LOAD_PLAN); do
+    count="${word#*:}"; count="${count%%:*}"
+    case "$count" in ''|*[!0-9]*) ;; *) total=$((total + count)) ;; esac
+  done
+  echo "$total"
+}
 start_watch() {  # $1: the service whose mounts and network reach the store; then watch's --db
   local service="$1"; shift
   "${dc[@]}" run --rm --no-deps -T --name "$watch_name" --user "$ABSERVE_UID:$ABSERVE_GID" \
     --entrypoint abserve "$service" \
-    watch "$ABSERVE_RUN_ID" "$@" --policy "/app/$watch_policy" \
+    watch "$ABSERVE_RUN_ID" "$@" --policy "/app/$watch_policy" --budget "$(planned_requests)req" \
     --every "${ABSERVE_WATCH_EVERY:-30}" --wait 86400 < /dev/null &
   watch_pid=$!
 }

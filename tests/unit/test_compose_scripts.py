@@ -235,6 +235,8 @@ if args[:2] == ["compose", "version"] or "build" in args or "down" in args or "l
 if "abserve.deploy.compose_env" in args:  # compose run --entrypoint python prepare -m ...
     sys.stdin.read()  # as `docker compose run` does: it forwards its stdin to the container
     print("ABSERVE_CONFIG=configs/gpu-x.yaml")
+    if os.environ.get("FAKE_PLAN"):
+        print("ABSERVE_LOAD_PLAN=" + os.environ["FAKE_PLAN"])
 elif "up" in args:
     sys.exit(int(os.environ.get("FAKE_UP_RC", "0")))
 elif "ps" in args:
@@ -283,6 +285,21 @@ def test_signoff_exits_with_the_reports_code(tmp_path: Path, code: str) -> None:
     assert any(a.endswith("/compose.env") for a in up)
     assert ["docker", "wait", "cid"] in made
     assert any("down" in c for c in made)
+
+
+def test_signoff_watches_the_run_from_its_store_while_it_waits(tmp_path: Path) -> None:
+    plan = "multi-image-long-context:8:text.words=[200,600];max_tokens=8 many-items:12"
+    rc, out, made = signoff(tmp_path, GOOD_ENV, FAKE_REPORT_ID="cid", FAKE_REPORT_CODE="0",
+                            FAKE_PLAN=plan, ABSERVE_RUN_ID_OVERRIDE="r1")
+    assert rc == 0, out
+    watch = next(c for c in made if "watch" in c)
+    assert watch[watch.index("--entrypoint") + 1:] == [
+        "abserve", "prepare", "watch", "r1", "--db", "sqlite:////runs/r1/abserve.db",
+        "--policy", "/app/configs/policy/gpu.yaml", "--budget", "20req", "--every", "30", "--wait", "86400"]
+    assert ["docker", "rm", "-f", "abserve-watch-r1"] in made  # stopped when the report ended
+    _, _, quiet = signoff(tmp_path / "off", GOOD_ENV, FAKE_REPORT_ID="cid", FAKE_REPORT_CODE="0",
+                          ABSERVE_WATCH="0")
+    assert not any("watch" in c for c in quiet)
 
 
 def test_signoff_leaves_its_callers_stdin_alone(tmp_path: Path) -> None:
