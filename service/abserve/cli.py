@@ -15,6 +15,8 @@ from abserve.cli_errors import DEBUG_ENV, ContractGroup
 app = typer.Typer(
     name="abserve",
     help="Serving-level A/B comparison of two vLLM builds.",
+    epilog="Exit codes (every command): 0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid; "
+           "4 usage error or refused input, 5 internal error, 130 interrupted.",
     no_args_is_help=True,
     add_completion=False,
     cls=ContractGroup,
@@ -39,8 +41,7 @@ def main(
         "--debug", envvar=DEBUG_ENV, help="On an internal error, print the traceback (not only its log).")
     ] = False,
 ) -> None:
-    """Serving-level A/B comparison of vLLM builds. Exit codes: 0 pass, 1 fail, 2 inconclusive or
-    marginal, 3 invalid; 4 usage error or refused input, 5 internal error, 130 interrupted."""
+    """Serving-level A/B comparison of vLLM builds (the exit codes: abserve/exit_codes.py)."""
     root = ctx.find_root().command
     if debug and isinstance(root, ContractGroup):
         root.debug = True

@@ -60,6 +60,12 @@ def test_an_unknown_command_and_a_bad_value_are_usage_errors() -> None:
     assert code == exit_codes.USAGE, out
 
 
+def test_the_root_help_states_the_contract() -> None:
+    code, out = invoke("--help")
+    assert code == 0
+    assert "4 usage error or refused input" in " ".join(out.split())
+
+
 def test_version_is_printed_by_the_root_command() -> None:
     code, out = invoke("--version")
     assert code == 0
