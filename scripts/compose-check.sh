@@ -84,6 +84,11 @@ remove_labelled() {  # remove_labelled KIND LABEL: the engine's KINDs that carry
   [ -n "$ids" ] || return 0
   # shellcheck disable=SC2086  # one id per word
   "${rm_cmd[@]}" $ids >/dev/null 2>&1 || true
+  # An image with children (the Debian base of the built images) goes once they are gone.
+  if [ "$kind" = image ] && [ "${3:-}" != again ] \
+     && [ -n "$(docker image ls --quiet --filter "label=$label" 2>/dev/null)" ]; then
+    remove_labelled image "$label" again
+  fi
 }
 
 teardown() {

@@ -39,7 +39,8 @@ build_host_runtime() {
   local root venv
   venv="$PWD/.venv"
   root="$(mktemp -d /var/tmp/abserve-hostfs.XXXXXX)"
-  trap 'rm -rf "$root"' RETURN
+  # (A RETURN trap outlives the function: it clears itself, and `root` may be gone by then.)
+  trap 'rm -rf "${root:-}"; trap - RETURN' RETURN
   mkdir -p "$root"/{usr,etc,root,app,runs,reports,home,opt,run,proc,sys,dev,tmp,var/tmp}
   chmod 1777 "$root/tmp" "$root/var/tmp"
   chmod 755 "$root/root"
@@ -84,7 +85,8 @@ build_base_image() {
   command -v debootstrap >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   local root
   root="$(mktemp -d /var/tmp/abserve-rootfs.XXXXXX)"
-  trap 'rm -rf "$root"' RETURN
+  # (A RETURN trap outlives the function: it clears itself, and `root` may be gone by then.)
+  trap 'rm -rf "${root:-}"; trap - RETURN' RETURN
   log "debootstrap $SUITE (minbase + python3) into $root"
   debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,libnuma1 \
     "$SUITE" "$root" "$(apt_mirror)" > "$root.log" 2>&1 \
@@ -141,6 +143,11 @@ build_dockerfiles() {
   docker build --network host -q -f docker/vllm-cpu.Dockerfile -t abserve/vllm-cpu:local "${args[@]}" . >/dev/null
   docker run --rm --label "$LABEL" --network none abserve/service:local --help >/dev/null
   docker run --rm --label "$LABEL" --network none --entrypoint python3 abserve/vllm-cpu:local -c "import vllm, abserve.vllm_plugin"
+  # The build's CA certificates (EXTRA_CA_CERTS) were for its pip only: no image keeps them.
+  for image in abserve/service:local abserve/vllm-cpu:local; do
+    docker run --rm --label "$LABEL" --network none --entrypoint sh "$image" -c '! test -e /tmp/build-ca.pem' \
+      || { echo "compose-images: $image kept the build's CA certificates" >&2; exit 1; }
+  done
   log "built and ran abserve/service:local and abserve/vllm-cpu:local"
 }
 
