@@ -3,7 +3,7 @@ PY := .venv/bin/python
 CONFIG ?= configs/cpu-default.yaml
 OUT ?= runs/latest
 
-.PHONY: setup lock run test lint compose-check compose-faults compose-images
+.PHONY: setup lock run test test-fast lint compose-check compose-faults compose-images
 setup:
 	@bash scripts/setup.sh
 
@@ -29,6 +29,11 @@ COMPOSE_FAULTS ?= 0
 FAULTS_CASE := tests/compose_stack/test_compose_check.py::test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found[compose-faults]
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 1,$(COMPOSE_FAULTS)),,--deselect '$(FAULTS_CASE)') $(PYTEST_ARGS)
+
+# The edit-run loop: every unit test that needs no vLLM, database, browser or container
+# (about 2 minutes here). `make test` (CI) runs everything.
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m "not vllm and not postgres and not browser and not compose" $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check service loadtest tests benchmarks scripts

@@ -178,6 +178,7 @@ def test_an_interpreter_without_vllm_is_refused(tmp_path: Path) -> None:
         check_arms(cfg, full_argv(cfg, MODEL))
 
 
+@pytest.mark.vllm  # runs vLLM's own argument parser (imports vLLM, about 8 s)
 def test_unknown_vllm_arg_is_named_by_vllms_own_parser() -> None:
     """One subprocess of this venv's vLLM parses every managed arm's whole command line."""
     cfg = ExperimentConfig.model_validate(experiment({

@@ -56,6 +56,7 @@ def test_entry_point_is_registered_for_vllm() -> None:
     assert names.get("abserve") == "abserve.vllm_plugin:register"
 
 
+@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
 def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
     result = run_python(PROBE, {"ABSERVE_TELEMETRY_DIR": str(tmp_path)})
     assert set(result["modes"].values()) == {None}
@@ -63,6 +64,7 @@ def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
 @pytest.mark.parametrize("mode", ["linear", "bisect", "hybrid"])
 def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> None:
     result = run_python(PROBE, {"ABSERVE_MM_LOOKUP": mode, "ABSERVE_TELEMETRY_DIR": str(tmp_path)})
@@ -77,12 +79,14 @@ def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> 
     assert record.skipped == {}
 
 
+@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
 def test_all_scope_also_patches_the_engine_core(tmp_path: Path) -> None:
     env = {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}
     result = run_python(PROBE, env)
     assert set(result["modes"].values()) == {"bisect"}
 
 
+@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
 def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
     code = """
         import json
