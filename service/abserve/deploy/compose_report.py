@@ -18,8 +18,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from abserve import exit_codes
+
 Family = tuple[str, list[str], str | None]  # baseline, candidates, floor (abserve.launch.family)
-ERROR = 4  # as docker/run-report.sh: scripts/signoff.sh reports a crashed report as invalid
 
 
 def family_of_run(config: Mapping[str, object]) -> Family | None:
@@ -58,13 +59,13 @@ def main(argv: list[str] | None = None) -> int:
             store.close()
     except Exception as exc:  # an error, never a verdict (1 would read as "fail")
         print(f"compose_report: the run could not be read: {exc}", file=sys.stderr)
-        return ERROR
+        return exit_codes.USAGE
     family = family_of_run(run.config) if run is not None else None
     if family is None:
         from abserve.cli import app
 
         app(["report", *args], prog_name="abserve")  # raises SystemExit with the report's code
-        return ERROR
+        return exit_codes.USAGE
     from abserve.compare import load_policy
     from abserve.launch.family import write_family_signoff
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         judged = write_family_signoff(known.db, known.run_id, policy, known.policy, family, known.out)
     except Exception as exc:
         print(f"compose_report: the family of {family[1]} could not be judged: {exc}", file=sys.stderr)
-        return ERROR
+        return exit_codes.USAGE
     print(judged.correction)
     for name, line in judged.candidates.items():
         print(f"  {judged.baseline} vs {name}: {line.verdict.upper()} (alpha {line.alpha:.4g}) "
