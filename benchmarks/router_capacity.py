@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.light_client import LightClient  # noqa: E402
 from benchmarks.router_overhead import cpu_s, make_body, spawn, wait_up  # noqa: E402
-from benchmarks.throwaway_pg import create_db, postgres  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
+from tests.support.postgres import throwaway_postgres  # noqa: E402
 
 from abserve.store import Store  # noqa: E402
 
@@ -154,13 +154,13 @@ def main() -> None:
     arms = [spawn(["benchmarks/memory_arm.py", "--port", str(p), "--tokens", "16"])
             for p in ports]
     counts = [int(w) for w in args.workers.split(",")]
-    with tempfile.TemporaryDirectory() as tmpdir, postgres(Path(tmpdir)) as admin:
+    with tempfile.TemporaryDirectory() as tmpdir, throwaway_postgres() as pg:
         tmp = Path(tmpdir)
         routers: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
         urls: dict[int, str] = {}
         try:
             for w in counts:
-                urls[w] = create_db(admin, f"capacity_{w}")
+                urls[w] = pg.create_database(f"capacity_{w}")
                 port = free_port()
                 config = {"arms": {"a": {"url": f"http://127.0.0.1:{ports[0]}"},
                                    "b": {"url": f"http://127.0.0.1:{ports[1]}"}},

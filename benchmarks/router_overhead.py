@@ -64,8 +64,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.light_client import LightClient  # noqa: E402
-from benchmarks.throwaway_pg import create_db, postgres  # noqa: E402
 from tests.support.fake_upstream import free_port  # noqa: E402
+from tests.support.postgres import throwaway_postgres  # noqa: E402
 
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
 QUICK = {1: 40, 16: 96, 64: 128}
@@ -261,11 +261,10 @@ def main() -> None:
         if rust:
             routers[RUST] = rust
         if args.workers > 1:
-            admin = stack.enter_context(postgres(Path(stack.enter_context(
-                tempfile.TemporaryDirectory()))))
+            pg = stack.enter_context(throwaway_postgres())
             name = f"router {args.workers} workers"
             routers[name] = start_router(tmp, "workers", ups, None, args.workers,
-                                         create_db(admin, "overhead"))
+                                         pg.create_database("overhead"))
             TWO_ARMS.add(name)
         if args.baseline:
             old = export(args.baseline, tmp)

@@ -1,7 +1,7 @@
 """``abserve router --workers 2`` for real: two router processes, one port, one PostgreSQL run.
 
 The router runs as a subprocess (supervisor + 2 workers) against two fake upstreams and a
-real PostgreSQL server (the store tests' session server). Every streamed request gets a
+real PostgreSQL server (the session's throwaway server, ``pg_url``). Every streamed request gets a
 fresh connection, so the kernel spreads them over both workers. Checked: every exchange
 acknowledged to the client (its ``x-abserve-request-id``) is stored exactly once, both
 workers answered some, ``/metrics`` counts the requests of all workers whichever answers,
@@ -20,8 +20,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,7 +28,6 @@ import psutil
 import pytest
 import yaml
 from tests.support.fake_upstream import FakeUpstream, free_port
-from tests.unit.store.conftest import PgServer, pg_server  # noqa: F401  (session fixture)
 
 from abserve.records import REQUEST_ID_HEADER
 from abserve.store import Store
@@ -39,16 +36,6 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.postgres]
 REQUESTS = 60
 BODY = {"model": "fake-model", "stream": True, "max_tokens": 8, "temperature": 0,
         "messages": [{"role": "user", "content": "count me once"}]}
-
-
-@pytest.fixture
-def pg_url(pg_server: PgServer) -> Iterator[str]:  # noqa: F811
-    dbname = f"t_{uuid.uuid4().hex[:12]}"
-    with pg_server.admin() as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}" STRATEGY FILE_COPY')
-    yield pg_server.url(dbname)
-    with pg_server.admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 def _config(tmp_path: Path, urls: list[str], database_url: str | None,
