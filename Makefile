@@ -24,11 +24,11 @@ run: setup
 
 # tests/compose_stack runs `make compose-check` as a test (marker compose; root; about 10 minutes,
 # benchmarks/compose.md). Its fault cases (`make compose-faults`, about 8 minutes more) run
-# with COMPOSE_FAULTS=1.
+# with COMPOSE_FAULTS=1. scripts/test.sh runs the compose lane beside the tests that need
+# neither vLLM nor containers, then the vLLM lane alone; PYTEST_ARGS run one plain session.
 COMPOSE_FAULTS ?= 0
-FAULTS_CASE := tests/compose_stack/test_compose_check.py::test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found[compose-faults]
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 1,$(COMPOSE_FAULTS)),,--deselect '$(FAULTS_CASE)') $(PYTEST_ARGS)
+	COMPOSE_FAULTS=$(COMPOSE_FAULTS) bash scripts/test.sh $(PYTEST_ARGS)
 
 # The edit-run loop: every unit test that needs no vLLM, database, browser or container
 # (about 2 minutes here). `make test` (CI) runs everything.

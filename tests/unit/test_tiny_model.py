@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,41 @@ def test_ensure_builds_only_when_missing_or_spec_changed(
     tm.ensure_tiny_model(target)
     assert len(calls) == 2
     assert tm.model_identity_hash(target) == original
+
+
+def test_ensure_waits_for_a_build_in_another_process(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process holds the model's lock (it is building), ensure waits, then finds
+    the finished model and builds nothing itself."""
+    target = tmp_path / "model"
+    lock_file = tmp_path / ".model.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time\n"
+         f"f = open({str(lock_file)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('locked', flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline().strip() == "locked"
+    calls: list[Path] = []
+
+    def recording_build(out_dir: Path, spec: tm.TinyModelSpec | None = None) -> Path:
+        calls.append(out_dir)
+        return out_dir
+
+    monkeypatch.setattr(tm, "build_tiny_model", recording_build)
+    worker = threading.Thread(target=tm.ensure_tiny_model, args=(target,))
+    worker.start()
+    worker.join(timeout=1.0)
+    assert worker.is_alive(), "ensure_tiny_model did not wait for the other process's lock"
+    shutil.copytree(built, target)  # what the other process built
+    holder.stdin.write("done\n")
+    holder.stdin.flush()
+    holder.wait(timeout=30)
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert calls == []
 
 
 def test_identity_hash_sees_any_changed_byte(built: Path, tmp_path: Path) -> None:

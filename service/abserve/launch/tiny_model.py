@@ -45,6 +45,7 @@ differs; ``model_identity_hash`` fingerprints the files for run provenance.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -141,11 +142,20 @@ def build_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None) -> Path:
 
 
 def ensure_tiny_model(path: Path, spec: TinyModelSpec | None = None) -> Path:
-    """Return ``path``, building it first if it is missing or was built from another spec."""
+    """Return ``path``, building it first if it is missing or was built from another spec.
+
+    Processes that ask at the same time (test lanes side by side, two runs) take turns on a
+    lock file beside the model, so none replaces a directory another has just built and a
+    server may be loading.
+    """
     spec = spec or TinyModelSpec()
-    if stored_spec_hash(Path(path)) != spec.spec_hash():
-        build_tiny_model(Path(path), spec)
-    return Path(path)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stored_spec_hash(path) != spec.spec_hash():
+            build_tiny_model(path, spec)
+    return path
 
 
 def stored_spec_hash(path: Path) -> str | None:
