@@ -132,11 +132,8 @@ def table(results: Results) -> str:
 
 
 def check_store(url: str, run_id: str, answered: int) -> str:
-    store = Store.open(url)
-    try:
+    with Store.open(url) as store:
         ids = [e.request_id for e in store.iter_exchanges(run_id)]
-    finally:
-        store.close()
     ok = len(ids) == len(set(ids)) == answered
     return (f"{run_id}: {answered} answered, {len(ids)} stored, {len(set(ids))} distinct: "
             + ("each stored exactly once" if ok else "MISMATCH"))

@@ -32,13 +32,10 @@ THRESHOLD = 64  # ABSERVE_MUTANT_MIN_ITEMS in the config
 def summarize(out: Path) -> str:
     config = load_experiment(CONFIG)
     policy = load_policy(REPO / config.policy)
-    store = Store.open(f"sqlite:///{(out / 'abserve.db').resolve()}")
-    try:
+    with Store.open(f"sqlite:///{(out / 'abserve.db').resolve()}") as store:
         (run,) = store.list_runs()
         exchanges = list(store.iter_exchanges(run.run_id))
         j: Judgment = judge(run, exchanges, policy)
-    finally:
-        store.close()
     items = {ex.request_id: int(ex.tags.get("items", "0")) for ex in exchanges}
     faulty = {rid for rid, n in items.items() if n > THRESHOLD}
     eq = j.equality_verdict

@@ -157,7 +157,7 @@ open(sys.argv[2], "w").write(yaml.safe_dump(raw, sort_keys=False))
 PY
 }
 
-# Sourced (tests/unit/test_compose_check_teardown.py): the functions above only.
+# Sourced (tests/unit/deploy/test_compose_check_teardown.py): the functions above only.
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 mkdir -p "$WORK"

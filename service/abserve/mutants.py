@@ -16,6 +16,13 @@ never mistake a mutant arm for a real one:
 - ``embed-fault`` (silent correctness): on requests with more than
   ``ABSERVE_MUTANT_MIN_ITEMS`` items (default 64) the embedding of the middle item is
   zeroed, an image-handling bug that flips few or no output tokens (issue 9).
+- ``dense-slow`` (latency in one stratum): the ``slow`` delay only on lookup calls of requests
+  with at least ``ABSERVE_MUTANT_MIN_ITEMS`` items (default 64): image-dense steps pay, every
+  other step runs at full speed, so the overall shift moves by the stratum's share (issue 32).
+- ``stall`` (latency in the tail): on a share ``ABSERVE_MUTANT_STALL_SHARE`` (default 0.25) of
+  requests, chosen by a hash of the request's first item, the request's first lookup call
+  takes ``ABSERVE_MUTANT_DELAY_US`` more (an occasional stall of the prefill): the median
+  request is untouched, the winsorized mean barely moves, the p95 jumps (issue 32).
 
 Stdlib only (runs inside vLLM processes, imported by ``abserve.vllm_plugin``).
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any
@@ -34,9 +42,11 @@ MUTANT_ENV = "ABSERVE_MUTANT"
 DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
 MIN_ITEMS_ENV = "ABSERVE_MUTANT_MIN_ITEMS"
 DELAY_KIND_ENV = "ABSERVE_MUTANT_DELAY_KIND"
+STALL_SHARE_ENV = "ABSERVE_MUTANT_STALL_SHARE"
 DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
-MUTANTS = ("drop-straddle", "slow", "embed-fault")
+MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall")
+LATENCY_MUTANTS = ("slow", "dense-slow", "stall")
 
 Lookup = Callable[[Sequence[Feature], int, int], tuple[int, int]]
 
@@ -66,6 +76,10 @@ def min_items() -> int:
     return int(os.environ.get(MIN_ITEMS_ENV, "64"))
 
 
+def stall_share() -> float:
+    return float(os.environ.get(STALL_SHARE_ENV, "0.25"))
+
+
 def drop_straddle_window(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
     """The linear scan with an off-by-one: items ending past ``end`` are left out."""
     lo, hi = linear_window(features, start, end)
@@ -91,12 +105,58 @@ def with_delay(lookup: Lookup, micros: int, kind: str = "busy") -> Lookup:
     return slow_lookup
 
 
+def only_dense(lookup: Lookup, slow: Lookup, threshold: int) -> Lookup:
+    """``slow`` on calls for requests with at least ``threshold`` items, ``lookup`` otherwise."""
+
+    @wraps(lookup)
+    def dense_lookup(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+        return (slow if len(features) >= threshold else lookup)(features, start, end)
+
+    return dense_lookup
+
+
+def request_key(features: Sequence[Feature]) -> str:
+    """Which request a lookup call serves: its first item's identifier (or position) and count."""
+    first = features[0]
+    ident = getattr(first, "identifier", None) or f"{first.mm_position.offset}:{first.mm_position.length}"
+    return f"{ident}/{len(features)}"
+
+
+def stalled(key: str, share: float) -> bool:
+    """Whether the request ``key`` is one of the stalled share (a stable hash, no randomness)."""
+    return zlib.crc32(key.encode()) % 10_000 < share * 10_000
+
+
+def with_stalls(lookup: Lookup, micros: int, share: float, kind: str = "sleep") -> Lookup:
+    """``lookup`` whose first call for a stalled request takes ``micros`` more."""
+    slow = with_delay(lookup, micros, kind)
+    seen: set[str] = set()
+
+    @wraps(lookup)
+    def stalling_lookup(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+        if not features:
+            return lookup(features, start, end)
+        key = request_key(features)
+        if key in seen or not stalled(key, share):
+            return lookup(features, start, end)
+        if len(seen) > 100_000:
+            seen.clear()
+        seen.add(key)
+        return slow(features, start, end)
+
+    return stalling_lookup
+
+
 def mutate_lookup(mutant: str | None, lookup: Lookup) -> Lookup:
     """The lookup a mutant arm runs instead of ``lookup``."""
     if mutant == "drop-straddle":
         return drop_straddle_window
     if mutant == "slow":
         return with_delay(lookup, delay_us(), delay_kind())
+    if mutant == "dense-slow":
+        return only_dense(lookup, with_delay(lookup, delay_us(), delay_kind()), min_items())
+    if mutant == "stall":
+        return with_stalls(lookup, delay_us(), stall_share(), delay_kind())
     return lookup
 
 

@@ -17,7 +17,9 @@ record written.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,6 +85,72 @@ class ArmOutcome(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error_class is None and self.status is not None and 200 <= self.status < 300
+
+
+@dataclass(slots=True)
+class SlimOutcome:
+    """The scalar part of an ``ArmOutcome`` the judgment keeps once its token-level data is
+    digested (``abserve.compare.digest``): a few hundred bytes instead of one object per
+    token position. It answers the attributes the judgment reads of an outcome (``ok``,
+    times, status, usage, finish reason, truncation); ``tokens`` is how many output tokens
+    the router saw (``max(len(token_ids), len(token_times))``) and ``has_tokens`` whether
+    the outcome carried any token sequence (ids or chosen tokens)."""
+
+    arm: str
+    status: int | None
+    error_class: ErrorClass | None
+    t_send: float
+    t_first_token: float | None
+    t_end: float | None
+    finish_reason: str | None
+    usage: dict[str, int] | None
+    truncated: bool
+    tokens: int
+    has_tokens: bool
+
+    @classmethod
+    def of(cls, outcome: ArmOutcome) -> SlimOutcome:
+        return cls(arm=outcome.arm, status=outcome.status, error_class=outcome.error_class,
+                   t_send=outcome.t_send, t_first_token=outcome.t_first_token, t_end=outcome.t_end,
+                   finish_reason=outcome.finish_reason, usage=outcome.usage,
+                   truncated=outcome.truncated,
+                   tokens=max(len(outcome.token_ids), len(outcome.token_times)),
+                   has_tokens=bool(outcome.token_ids) or bool(outcome.logprobs))
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.status is not None and 200 <= self.status < 300
+
+    @classmethod
+    def of_json(cls, doc: dict[str, Any]) -> SlimOutcome:
+        """From an outcome as stored JSON decoded into plain Python (``RawExchange.arms``)."""
+        ids, times, lps = doc.get("token_ids") or [], doc.get("token_times") or [], doc.get("logprobs") or []
+        return cls(arm=doc["arm"], status=doc.get("status"), error_class=doc.get("error_class"),
+                   t_send=float(doc.get("t_send", 0.0)), t_first_token=doc.get("t_first_token"),
+                   t_end=doc.get("t_end"), finish_reason=doc.get("finish_reason"),
+                   usage=doc.get("usage"), truncated=bool(doc.get("truncated", False)),
+                   tokens=max(len(ids), len(times)), has_tokens=bool(ids) or bool(lps))
+
+
+@dataclass(frozen=True, slots=True)
+class RawExchange:
+    """A stored exchange before validation: its scalars, its arms as decoded JSON (plain
+    dicts and lists, ``-inf`` as ``float('-inf')``) and ``full()`` to build the validated
+    ``Exchange`` when one is needed (the report's mismatches). The streaming judgment reads
+    these: comparing two arms' token data as plain lists is ~30x cheaper than validating
+    every position and top-k candidate into models (``abserve.compare.digest``)."""
+
+    run_id: str
+    request_id: str
+    schema_version: int
+    endpoint: Literal["chat/completions", "completions"]
+    stream: bool
+    fingerprint: str
+    started_at: float
+    tags: dict[str, str]
+    image_hashes: list[str]
+    arms: dict[str, dict[str, Any]]
+    full: Callable[[], Exchange]
 
 
 class Exchange(BaseModel):

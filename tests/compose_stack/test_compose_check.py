@@ -111,4 +111,5 @@ def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found
         assert not engine_answers(), "the dockerd the check started is still running"
         assert firewall() == firewall_before, "the engine's firewall rules were left behind"
         links = subprocess.run(["ip", "link"], capture_output=True, text=True, check=False).stdout
-        assert "docker0" not in links and "br-" not in links
+        assert "docker0" not in links
+        assert "br-" not in links

@@ -83,12 +83,9 @@ def test_an_arm_killed_mid_run_stops_the_run_invalid_with_its_cause(tmp_path: Pa
 
     answered = [r for r in read_timings(sorted((out / "load").rglob("timings-*.jsonl")))
                 if r.ok and r.e2e_s is not None and r.sent_at + r.e2e_s < killed_at]
-    store = Store.open(f"sqlite:///{out / 'abserve.db'}")
-    try:
+    with Store.open(f"sqlite:///{out / 'abserve.db'}") as store:
         (run,) = store.list_runs()
         stored = {x.request_id for x in store.iter_exchanges(run.run_id)}
-    finally:
-        store.close()
     assert len(answered) >= 4
     missing = [r.router_request_id for r in answered if r.router_request_id not in stored]
     print(f"client had {len(answered)} answers before the kill; store has {len(stored)} exchanges")

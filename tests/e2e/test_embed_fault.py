@@ -44,12 +44,9 @@ def test_embed_fault_is_caught_with_its_requests_named_while_aa_stays_clean(tmp_
     assert aa["summary"]["counts"]["incomparable"] == 0
     assert aa["prompt_sampled"] > 0
     assert aa["prompt_drifts"] == 0
-    store = Store.open(f"sqlite:///{out / 'abserve.db'}")
-    try:
+    with Store.open(f"sqlite:///{out / 'abserve.db'}") as store:
         (run,) = store.list_runs()
         items = {ex.request_id: int(ex.tags["items"]) for ex in store.iter_exchanges(run.run_id)}
-    finally:
-        store.close()
     faulty = {rid for rid, n in items.items() if n > THRESHOLD}
     assert faulty
     assert len(faulty) < len(items)

@@ -65,12 +65,9 @@ def test_by_hand_flow_with_vllm_bench_serve(vllm_pair, tmp_path: Path) -> None:
     assert not any(result["errors"]), result["errors"]
 
     # every request recorded: the client's PROMPTS, each with its own id, plus its ready check
-    store = Store.open(db)
-    try:
+    with Store.open(db) as store:
         run = store.get_run(run_id)
         exchanges = list(store.iter_exchanges(run_id))
-    finally:
-        store.close()
     assert run is not None
     assert run.status == "completed"
     assert len(exchanges) == PROMPTS + 1

@@ -91,11 +91,8 @@ def test_real_clients_get_200_or_a_clear_4xx_and_no_arm_dies(vllm_pair: Any, tmp
         ready = httpx.get(f"{router.url}/readyz", timeout=10)
         health = {n: httpx.get(f"{u}/health", timeout=10).status_code
                   for n, u in vllm_pair.urls.items()}
-    store = Store.open(db)
-    try:
+    with Store.open(db) as store:
         exchanges = list(store.iter_exchanges(run_id))
-    finally:
-        store.close()
     summary = {
         "vllm bench serve, default sampling": f"{sampled['completed']}/{PROMPTS} completed, "
         f"errors {sorted(set(sampled['errors']))}",

@@ -63,14 +63,11 @@ def start_and_stop(settings: RouterSettings) -> None:
 
 
 def stored(settings: RouterSettings) -> tuple[str, list[str], object]:
-    store = Store.open(settings.effective_database_url)
-    try:
+    with Store.open(settings.effective_database_url) as store:
         run = store.get_run(settings.run_id)
         assert run is not None
         ids = [e.request_id for e in store.iter_exchanges(settings.run_id)]
         return run.status, ids, run.provenance.get(ROUTER_RESTARTS_KEY)
-    finally:
-        store.close()
 
 
 def test_a_restarted_router_resumes_its_run_and_loses_no_exchange(urls, tmp_path: Path) -> None:

@@ -103,15 +103,12 @@ def test_two_workers_store_every_acknowledged_exchange_once(tmp_path: Path, pg_u
                   for i in range(2)]
     assert sum(per_worker) == REQUESTS, per_worker
     assert min(per_worker) > 0, per_worker
-    store = Store.open(pg_url)
-    try:
+    with Store.open(pg_url) as store:
         run = store.get_run("workers-run")
         assert run is not None
         assert run.status == "completed"
         assert len(store.list_runs()) == 1
         stored = [e.request_id for e in store.iter_exchanges("workers-run")]
-    finally:
-        store.close()
     assert len(set(acked)) == REQUESTS
     assert sorted(stored) == sorted(acked)  # each acknowledged exchange, exactly once
 
@@ -138,12 +135,9 @@ def test_a_restarted_supervisor_resumes_its_run_across_workers(tmp_path: Path, p
         log = tmp_path / "router.log"
         acked = _serve(config, port, log, 12) + _serve(config, port, log, 12)
     assert "resumed after a router restart" in log.read_text()
-    store = Store.open(pg_url)
-    try:
+    with Store.open(pg_url) as store:
         run = store.get_run("workers-run")
         stored = [e.request_id for e in store.iter_exchanges("workers-run")]
-    finally:
-        store.close()
     assert run is not None
     assert run.status == "completed"
     assert len(run.provenance["router_restarts"]) == 1  # type: ignore[arg-type]

@@ -105,8 +105,10 @@ def test_abserve_is_imported_from_the_venv_not_the_checkout(venv: Path, outside:
                           capture_output=True, text=True, check=True)
     module, root, locustfile, profile, policy = map(Path, done.stdout.split())
     assert module.is_relative_to(venv), module
-    assert root.is_relative_to(venv) and (root / "policy" / "gpu.yaml").is_file()
-    assert locustfile.is_relative_to(venv) and locustfile.is_file()  # abserve load / run send from here
+    assert root.is_relative_to(venv)
+    assert (root / "policy" / "gpu.yaml").is_file()
+    assert locustfile.is_relative_to(venv)
+    assert locustfile.is_file()
     assert profile == root / "traffic" / "many-items.yaml"
     assert policy == root / "policy" / "cpu-default.yaml"  # cpu-default.yaml names configs/policy/...
     version = abserve(venv, outside, "--version")
@@ -116,24 +118,23 @@ def test_abserve_is_imported_from_the_venv_not_the_checkout(venv: Path, outside:
 def test_check_a_packaged_config_by_name(venv: Path, outside: Path) -> None:
     done = abserve(venv, outside, "check", "cpu-default")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "arm a: managed, baseline" in done.stdout and "proves bisect" in done.stdout
+    assert "arm a: managed, baseline" in done.stdout
+    assert "proves bisect" in done.stdout
     assert (outside / ".abserve" / "models" / "tiny-llava" / "config.json").is_file()  # built here
     refused = abserve(venv, outside, "check", "no-such-config")
-    assert refused.returncode != 0 and "known: " in refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert "known: " in refused.stdout + refused.stderr
 
 
 def _store(folder: Path, runs: dict[str, dict[str, object]]) -> str:
     url = f"sqlite:///{folder / 'abserve.db'}"
-    store = Store.open(url)
-    try:
+    with Store.open(url) as store:
         for run_id, provenance in runs.items():
             info = run_info(run_id=run_id, status="running")
             info.provenance.update(provenance)
             store.create_run(info)
             store.write_exchanges([ex.model_copy(update={"run_id": run_id}) for ex in ab_run(70, seed=1)])
             store.finish_run(run_id, "completed")
-    finally:
-        store.close()
     return url
 
 
@@ -145,10 +146,12 @@ def test_plan_and_report_with_packaged_policies(venv: Path, outside: Path) -> No
     report = abserve(venv, outside, "report", "r1", "--db", url, "--out", "out", "--policy", "gpu")
     assert report.returncode in (0, 1, 2), report.stdout + report.stderr
     assert "policy: gpu (--policy)" in report.stdout
-    assert (outside / "out" / "report.html").is_file() and (outside / "out" / "report.json").is_file()
+    assert (outside / "out" / "report.html").is_file()
+    assert (outside / "out" / "report.json").is_file()
     found = abserve(venv, outside, "report", "r2", "--db", url, "--out", "out2")  # the recorded policy
     assert found.returncode in (0, 1, 2), found.stdout + found.stderr
-    assert "policy: cpu-default from " in found.stdout and "_configs/policy/cpu-default.yaml" in found.stdout
+    assert "policy: cpu-default from " in found.stdout
+    assert "_configs/policy/cpu-default.yaml" in found.stdout
 
 
 def _free_port() -> int:
@@ -215,4 +218,5 @@ def test_an_arm_environment_gets_the_installed_abserve_with_its_plugin_entry_poi
                            capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr  # stdlib only: the arm needs nothing else of abserve's
     module, entry = probe.stdout.split()
-    assert Path(module).is_relative_to(arm) and entry == "abserve.vllm_plugin:register"
+    assert Path(module).is_relative_to(arm)
+    assert entry == "abserve.vllm_plugin:register"

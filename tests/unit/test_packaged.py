@@ -25,8 +25,11 @@ def test_the_packaged_configs_are_the_repositorys() -> None:
 
 
 def test_bare_names_and_paths_are_told_apart() -> None:
-    assert is_name("cpu-default") and is_name("gpu")
-    assert not is_name("cpu-default.yaml") and not is_name("policy/gpu") and not is_name("..")
+    assert is_name("cpu-default")
+    assert is_name("gpu")
+    assert not is_name("cpu-default.yaml")
+    assert not is_name("policy/gpu")
+    assert not is_name("..")
 
 
 def test_a_bare_name_on_the_command_line_is_the_packaged_config(tmp_path: Path,

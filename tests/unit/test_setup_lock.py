@@ -79,7 +79,8 @@ def _pins() -> dict[str, Version]:
     pins: dict[str, Version] = {}
     for req, _hashes in _lock_entries():
         specs = list(req.specifier)
-        assert len(specs) == 1 and specs[0].operator == "==", f"not an exact pin in the lock: {req}"
+        assert len(specs) == 1, f"not an exact pin in the lock: {req}"
+        assert specs[0].operator == "==", f"not an exact pin in the lock: {req}"
         name = canonicalize_name(req.name)
         assert name not in pins, f"{req.name} is pinned twice in the lock"
         pins[name] = Version(specs[0].version)
@@ -192,7 +193,8 @@ def test_setup_stops_within_a_minute_with_one_line_when_cpu_torch_is_unreachable
     assert elapsed < 60, f"the check took {elapsed:.0f} s"
     assert len(lines) == 1, lines
     assert "torch==2.13.0+cpu" in lines[0]
-    assert "PIP_EXTRA_INDEX_URL" in lines[0] and "PyTorch CPU wheel index" in lines[0], lines[0]
+    assert "PIP_EXTRA_INDEX_URL" in lines[0], lines[0]
+    assert "PyTorch CPU wheel index" in lines[0], lines[0]
 
 
 def test_setup_check_passes_where_pip_reaches_cpu_torch() -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
-from abserve.compare.equality import CLASSES, PairResult, compare_pair
+from abserve.compare.equality import CLASSES, PairDigest, PairResult, compare_pair
 from abserve.compare.latency import items_of
 from abserve.compare.model import ClassCounts, EqualityLine
 from abserve.compare.policy import Policy, bucket_label
@@ -23,7 +24,10 @@ MAX_EXAMPLES = 25
 DRIFT_QUANTILES = tuple(i / 10 for i in range(11))
 
 
-def _count(results: list[PairResult], mismatch: frozenset[str]) -> ClassCounts:
+Pair = PairResult | PairDigest
+
+
+def _count(results: Sequence[Pair], mismatch: frozenset[str]) -> ClassCounts:
     counter: Counter[str] = Counter(r.cls for r in results)
     return ClassCounts(
         total=len(results),
@@ -33,9 +37,9 @@ def _count(results: list[PairResult], mismatch: frozenset[str]) -> ClassCounts:
 
 
 def _grouped(
-    results: list[PairResult], key: str, policy: Policy, mismatch: frozenset[str]
+    results: Sequence[Pair], key: str, policy: Policy, mismatch: frozenset[str]
 ) -> dict[str, ClassCounts]:
-    groups: dict[str, list[PairResult]] = {}
+    groups: dict[str, list[Pair]] = {}
     for r in results:
         label = bucket_label(r.items, policy.items_buckets) if key == "items" else (r.profile or "untagged")
         groups.setdefault(label, []).append(r)
@@ -52,8 +56,11 @@ def _histogram(positions: list[int | None]) -> dict[str, int]:
     return {str(p): counter[p] for p in sorted(counter)}
 
 
-def equality_line(results: list[PairResult], left: str, right: str, policy: Policy) -> EqualityLine:
-    """Aggregate one arm pair's results under the policy's mismatch classes."""
+def equality_line(results: Sequence[Pair], left: str, right: str, policy: Policy,
+                  examples: Sequence[PairResult] | None = None) -> EqualityLine:
+    """Aggregate one arm pair's results under the policy's mismatch classes. ``examples``: the
+    full results of the first mismatches, in start order (default: taken from ``results``,
+    which must then be full ``PairResult``s; the digest passes its digests and its kept few)."""
     mismatch = frozenset(policy.equality.mismatch_classes)
     comparable = [r for r in results if r.cls != "incomparable"]
     k = sum(r.cls in mismatch for r in comparable)
@@ -80,13 +87,18 @@ def equality_line(results: list[PairResult], left: str, right: str, policy: Poli
         by_items=_grouped(results, "items", policy, mismatch),
         by_profile=_grouped(results, "profile", policy, mismatch),
         drift_quantiles=quantiles(same_tokens, DRIFT_QUANTILES) if same_tokens else [],
-        examples=[r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES],
+        examples=_examples(comparable, mismatch) if examples is None else list(examples)[:MAX_EXAMPLES],
         prompt_sampled=len(prompts),
         prompt_drifts=len(prompt_drifts),
         prompt_only_drifts=sum(r.cls == "drift" and r.drift_position is None for r in prompt_drifts),
         prompt_drift_by_position=_histogram([r.prompt_drift_position for r in prompt_drifts]),
         prompt_drift_quantiles=quantiles(prompt_deltas, DRIFT_QUANTILES) if prompt_deltas else [],
     )
+
+
+def _examples(comparable: list[Pair], mismatch: frozenset[str]) -> list[PairResult]:
+    picked = [r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES]
+    return [r for r in picked if isinstance(r, PairResult)]
 
 
 def pair_results(exchanges: list[Exchange], left: str, right: str, tolerance: float) -> list[PairResult]:

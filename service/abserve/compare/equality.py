@@ -18,11 +18,12 @@ Pure functions: no I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
+from abserve.records import ArmOutcome, PositionLogprobs, SlimOutcome, TopLogprob
 
 EqualityClass = Literal["identical", "drift", "close", "divergent", "incomparable"]
 CLASSES: tuple[EqualityClass, ...] = ("identical", "drift", "close", "divergent", "incomparable")
@@ -71,7 +72,36 @@ class PairResult(BaseModel):
     items: int | None = None
 
 
-def problem_of(outcome: ArmOutcome | None) -> str | None:
+@dataclass(slots=True)
+class PairDigest:
+    """The scalars of a ``PairResult`` that the equality roll-up counts (no sides, no top-k):
+    what the streaming judgment keeps of every exchange's pair (``abserve.compare.digest``)."""
+
+    request_id: str
+    cls: EqualityClass
+    position: int | None
+    max_logprob_delta: float
+    drift_position: int | None
+    prompt_positions: int | None
+    prompt_logprob_delta: float | None
+    prompt_drift_position: int | None
+    status_mismatch: bool
+    finish_mismatch: bool
+    usage_mismatch: bool
+    left_problem: str | None
+    right_problem: str | None
+    profile: str | None
+    items: int | None
+
+    @classmethod
+    def of(cls, r: PairResult) -> PairDigest:
+        return cls(r.request_id, r.cls, r.position, r.max_logprob_delta, r.drift_position,
+                   r.prompt_positions, r.prompt_logprob_delta, r.prompt_drift_position,
+                   r.status_mismatch, r.finish_mismatch, r.usage_mismatch, r.left_problem,
+                   r.right_problem, r.profile, r.items)
+
+
+def problem_of(outcome: ArmOutcome | SlimOutcome | None) -> str | None:
     """Why an arm's output cannot be compared, or None when it can."""
     if outcome is None:
         return "missing"
@@ -81,7 +111,7 @@ def problem_of(outcome: ArmOutcome | None) -> str | None:
         return f"status_{outcome.status}"
     if outcome.truncated:
         return "truncated"
-    if not token_sequence(outcome):
+    if not (outcome.has_tokens if isinstance(outcome, SlimOutcome) else token_sequence(outcome)):
         return "empty"
     return None
 

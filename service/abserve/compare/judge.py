@@ -17,15 +17,15 @@ from typing import Literal
 
 import numpy as np
 
-from abserve.compare.aggregate import drift_tolerance, equality_line, pair_results
 from abserve.compare.blocked import pair_placement
+from abserve.compare.contamination import apply_contamination
+from abserve.compare.digest import Digester
 from abserve.compare.equality import problem_of
 from abserve.compare.gates import improvement_line, per_item_line, shift_line
 from abserve.compare.latency import (
     METRICS,
     RequestLatency,
     paired_sample,
-    request_latency,
     throughput,
 )
 from abserve.compare.model import (
@@ -41,6 +41,7 @@ from abserve.compare.model import (
 from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import bias_guard, placement_line, sample_levels, shift_of
 from abserve.compare.policy import MetricRule, Policy, bucket_label
+from abserve.compare.quantile_cs import drift_guard_tails, tail_line
 from abserve.compare.sequential import look_ends
 from abserve.compare.stats import (
     bootstrap_quantile_diff,
@@ -48,6 +49,7 @@ from abserve.compare.stats import (
     quantiles,
     theil_sen_trend,
 )
+from abserve.compare.strata import stratum_lines
 from abserve.compare.verdict import (
     equality_verdict,
     invalid_reasons,
@@ -97,12 +99,16 @@ def sequential_lines(judged: list[Exchange], lat: Latencies,
     for rule in policy.metrics:
         if rule.statistic == "hl":
             lines.append(shift_line(rule, judged, lat, policy, ends, known))
+        elif policy.sequential.tails == "anytime":
+            lines.append(tail_line(rule, judged, lat, policy, ends))
         else:
             fixed = metric_line(rule, judged, lat, policy)
             fixed.reason += " (fixed-sample interval, not anytime-valid)"
             lines.append(fixed)
     lines += [improvement_line(rule, judged, lat, policy, ends) for rule in policy.improvements]
     lines += [per_item_line(rule, judged, lat, policy, ends) for rule in policy.per_item]
+    lines += stratum_lines(judged, lat, policy, ends, known)
+    drift_guard_tails(lines)
     return lines, known, len(ends)
 
 
@@ -215,7 +221,7 @@ def breakdowns(
                         high=_finite(iv.high),
                     )
                 )
-        known = [(i, d) for i, d in zip(s.items, diffs, strict=True) if i is not None]
+        known = _evenly([(i, d) for i, d in zip(s.items, diffs, strict=True) if i is not None])
         trend = theil_sen_trend([i for i, _ in known], [d for _, d in known], policy.confidence)
         if trend is not None:
             trends.append(
@@ -223,6 +229,19 @@ def breakdowns(
                           intercept=trend.intercept)
             )
     return rows, trends
+
+
+TREND_POINTS = 3000  # Theil-Sen takes every pair of points: memory and time grow with n**2
+
+
+def _evenly(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """At most ``TREND_POINTS`` of ``points``, evenly spaced in start order (all of a run of
+    up to that many): the trend of a soak of 100,000 requests from every pair would need
+    tens of GiB; a sub-sample's interval is only wider, never falsely narrow."""
+    if len(points) <= TREND_POINTS:
+        return points
+    picks = np.linspace(0, len(points) - 1, TREND_POINTS).round().astype(int)
+    return [points[i] for i in picks]
 
 
 def _role(name: str, policy: Policy) -> str:
@@ -297,11 +316,20 @@ def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
 
 
 def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgment:
-    """Judge one run's exchanges under ``policy``; never raises on bad data, reports it."""
-    all_ex = sorted(exchanges, key=lambda ex: (ex.started_at, ex.request_id))
+    """Judge one run's exchanges under ``policy``; never raises on bad data, reports it.
+    The exchanges are digested as they are iterated (``abserve.compare.digest``): a store's
+    page-by-page iterator is never held in memory whole."""
+    digest = Digester(policy)
+    digest.feed(exchanges)
+    return judge_digest(run, digest, policy)
+
+
+def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
+    """Judge the exchanges ``digest`` was fed (``policy`` must be the one it was made with)."""
+    all_ex = digest.ordered()
     seq = policy.sequential.enabled
     roles = policy.arms
-    lat_all: Latencies = {ex.request_id: {a: request_latency(o) for a, o in ex.arms.items()} for ex in all_ex}
+    lat_all: Latencies = digest.latencies
     judged, warm_detail = select_judged(all_ex, lat_all, policy)
     arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
     floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
@@ -310,9 +338,9 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
     errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
     invalid = invalid_reasons(run, judged, policy, errors)
     compared = all_ex if seq else judged  # outputs of warm-up requests compare like any others
-    tolerance = drift_tolerance(compared, policy, floor)
+    tolerance = digest.tolerance(compared, floor)
     pairs: list[EqualityLine] = [
-        equality_line(pair_results(compared, roles.baseline, other, tolerance), roles.baseline, other, policy)
+        digest.equality_line(compared, roles.baseline, other, tolerance)
         for other in (roles.candidate, floor)
         if other
     ]
@@ -325,11 +353,13 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
     else:
         eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
         lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
+        lines += stratum_lines(judged, lat, policy, [len(judged)], True)
         placement_known, looks = True, 1
     eq.drift_tolerance = tolerance
     pacing, withhold = pacing_statement(run, all_ex)
     if withhold:
         withhold_fails(lines)
+    neighbours = apply_contamination(lines, invalid, run.provenance, policy.neighbours)
     rows, trends = breakdowns(judged, lat, policy)
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
@@ -359,6 +389,7 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
         breakdowns=rows,
         trends=trends,
         placement=placement,
+        neighbours=neighbours.facts if neighbours else [],
         provenance=_provenance(run, policy),
         policy=policy.model_dump(mode="json"),
     )

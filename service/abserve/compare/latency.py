@@ -15,15 +15,16 @@ tpot/itl), so a failed request never enters a latency statistic. Pure functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from abserve.records import ArmOutcome, Exchange
+from abserve.records import ArmOutcome, Exchange, SlimOutcome
 
 METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestLatency:
     """The latency metrics of one arm for one exchange (None = not measurable)."""
 
@@ -39,23 +40,41 @@ class RequestLatency:
         return value
 
 
-def output_tokens(outcome: ArmOutcome) -> int:
+def output_tokens(outcome: ArmOutcome | SlimOutcome) -> int:
     """Output token count: usage when reported, else the tokens the router saw."""
     if outcome.usage and "completion_tokens" in outcome.usage:
         return int(outcome.usage["completion_tokens"])
+    if isinstance(outcome, SlimOutcome):
+        return outcome.tokens
     return max(len(outcome.token_ids), len(outcome.token_times))
 
 
-def request_latency(outcome: ArmOutcome) -> RequestLatency | None:
-    """Latency metrics of one arm's answer, or None when the arm failed or sent no token."""
+def request_latency(outcome: ArmOutcome, *, keep_gaps: bool = True) -> RequestLatency | None:
+    """Latency metrics of one arm's answer, or None when the arm failed or sent no token;
+    ``keep_gaps=False`` leaves out the per-token gaps (the digest keeps only the metrics)."""
     if not outcome.ok or outcome.truncated or outcome.t_first_token is None:
         return None
-    n = output_tokens(outcome)
-    ttft = outcome.t_first_token - outcome.t_send
-    e2e = None if outcome.t_end is None else outcome.t_end - outcome.t_send
+    return _latency(outcome.t_send, outcome.t_first_token, outcome.t_end, output_tokens(outcome),
+                    outcome.token_times, keep_gaps)
+
+
+def request_latency_json(doc: dict[str, Any], slim: SlimOutcome) -> RequestLatency | None:
+    """``request_latency(..., keep_gaps=False)`` of an outcome as decoded JSON, whose scalars
+    ``slim`` holds (``abserve.records.RawExchange``)."""
+    if not slim.ok or slim.truncated or slim.t_first_token is None:
+        return None
+    return _latency(slim.t_send, slim.t_first_token, slim.t_end, output_tokens(slim),
+                    doc.get("token_times") or [], False)
+
+
+def _latency(t_send: float, t_first_token: float, t_end: float | None, n: int,
+             times: list[float], keep_gaps: bool) -> RequestLatency:
+    ttft = t_first_token - t_send
+    e2e = None if t_end is None else t_end - t_send
     tpot = None if e2e is None or n < 2 else (e2e - ttft) / (n - 1)
-    gaps = tuple(float(g) for g in np.diff(outcome.token_times)) if len(outcome.token_times) > 1 else ()
-    itl = float(np.median(gaps)) if gaps else None
+    diffs = np.diff(np.asarray(times, dtype=np.float64)) if len(times) > 1 else None
+    itl = float(np.median(diffs)) if diffs is not None else None
+    gaps = tuple(diffs.tolist()) if keep_gaps and diffs is not None else ()
     return RequestLatency(ttft=ttft, tpot=tpot, itl=itl, e2e=e2e, output_tokens=n, gaps=gaps)
 
 

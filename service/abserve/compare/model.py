@@ -68,8 +68,10 @@ class MetricLine(BaseModel):
     # Sequential judgment (``policy.sequential.enabled``): what the line gates (``shift`` of
     # the statistic, ``improvement`` on a stratum, ``per_item`` slope in seconds per item),
     # the interval at every look, and the drift guard's measurement.
-    kind: Literal["shift", "improvement", "per_item"] = "shift"
+    kind: Literal["shift", "improvement", "per_item", "stratum", "tail"] = "shift"
     stratum: str | None = None
+    share: float | None = None  # a stratum gate: its pairs / all pairs of the metric
+    guard: bool = False  # critical only once it fails (compare/strata.py, compare/quantile_cs.py)
     trajectory: list[Look] = Field(default_factory=list)
     drift: Drift | None = None
 
@@ -240,6 +242,7 @@ class Judgment(BaseModel):
     breakdowns: list[BreakdownRow] = Field(default_factory=list)
     trends: list[TrendLine] = Field(default_factory=list)
     placement: list[PlacementLine] = Field(default_factory=list)
+    neighbours: list[str] = Field(default_factory=list)  # foreign load per core (compare/contamination.py)
     provenance: dict[str, object] = Field(default_factory=dict)
     policy: dict[str, object] = Field(default_factory=dict)
 

@@ -109,6 +109,63 @@ class SequentialRule(_Strict):
     drift: Literal["guard", "accept"] = "guard"
     unknown_placement_bias: dict[LatencyMetric, float] = Field(default_factory=dict)
     clip: float = Field(default=5.0, ge=0.0)
+    # Percentile gates (p50/p95/p99): ``fixed`` judges them once with the paired bootstrap
+    # (reported, never decisive); ``anytime`` with two-sample quantile confidence sequences
+    # (``abserve.compare.quantile_cs``), so a proven tail regression fails the run at any look.
+    # ``tails_required``: a critical tail gate must also pass before the run may pass; false
+    # makes it a guard (it fails the run when proven, an open one blocks nothing): p99 cannot
+    # be bounded above before ~400 requests per arm.
+    # ``tail_design``: ``paired`` gates the p-quantile of each request's own slowdown beyond its
+    # allowance (one sequence, full alpha; mixed traffic cancels in the pair); ``two-sample``
+    # the difference of the arms' own p-quantiles (alpha/2 per arm, far wider on mixed traffic).
+    tails: Literal["fixed", "anytime"] = "fixed"
+    tails_required: bool = False
+    tail_design: Literal["paired", "two-sample"] = "paired"
+
+
+class NeighbourRule(_Strict):
+    """Foreign load on the arms' cores (``abserve.compare.contamination``).
+
+    ``abserve run`` records per block the share of each of the arms' CPUs' wall time that went to
+    threads outside the arms' server process trees (``abserve.launch.neighbours``). When the
+    worst core of the worst block exceeds ``max_foreign_share`` (None: never), ``action: unstable``
+    makes every latency line ``unstable`` with the neighbours named (with ``keep_fails`` a fail
+    stays a fail), ``action: invalid`` makes the run invalid. Equality is never affected.
+    The run's own router and load generator count as foreign too (they float over every CPU).
+    Default 0.5: more than half of an arms' core's time went to someone else; measured cases in
+    benchmarks/placement.md, "Neighbours" (a busy process or another run's servers on the core:
+    70-86%). A policy for a machine that is shared on purpose can raise it or set None.
+    """
+
+    max_foreign_share: float | None = Field(default=0.5, ge=0.0, le=1.0)
+    action: Literal["unstable", "invalid"] = "unstable"
+    keep_fails: bool = False
+
+
+class StratumRule(_Strict):
+    """A stratum of the traffic judged on its own (``abserve.compare.strata``).
+
+    Members: exchanges whose ``tag`` (``items`` = images per request, ``profile``, or any
+    exchange tag) is in ``[min, max)`` (numbers) or one of ``values`` (text). Each of
+    ``metrics`` gets a shift gate with the allowance ``max(allowed_relative * stratum baseline,
+    allowed_absolute)``, anytime-valid at ``alpha / m`` (Bonferroni over the m stratum gates).
+    ``required: false`` makes a critical stratum gate a guard: a proven regression fails the
+    run, an open interval does not keep it from passing. ``why``: the reason, for the reader.
+    """
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    tag: str = "items"
+    min: float | None = None
+    max: float | None = None
+    values: tuple[str, ...] = ()
+    metrics: tuple[LatencyMetric, ...] = ("tpot", "ttft")
+    direction: Direction = "increase"
+    allowed_relative: float = Field(default=0.05, ge=0.0)
+    allowed_absolute: float = Field(default=0.0, ge=0.0)
+    critical: bool = True
+    required: bool = False
+    label: str | None = None
+    why: str = ""
 
 
 class ImprovementRule(_Strict):
@@ -157,8 +214,10 @@ class Policy(_Strict):
     equality: EqualityRule = EqualityRule()
     placement: PlacementRule = PlacementRule()
     sequential: SequentialRule = SequentialRule()
+    neighbours: NeighbourRule = NeighbourRule()
     improvements: tuple[ImprovementRule, ...] = ()
     per_item: tuple[PerItemRule, ...] = ()
+    strata: tuple[StratumRule, ...] = ()
     metrics: tuple[MetricRule, ...] = (
         MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
         MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),

@@ -16,12 +16,9 @@ def update_run(database_url: str, run_id: str, edit: Callable[[RunInfo], None]) 
     """Apply ``edit`` to run ``run_id`` and store it; ``ValueError`` when there is no such run."""
     from abserve.store import Store
 
-    store = Store.open(database_url)
-    try:
+    with Store.open(database_url) as store:
         run = store.get_run(run_id)
         if run is None:
             raise ValueError(f"no run {run_id!r} in the store")
         edit(run)
         store.update_run(run)
-    finally:
-        store.close()

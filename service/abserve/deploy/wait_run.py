@@ -26,8 +26,7 @@ def wait_for_run(database_url: str, run_id: str, timeout_s: float) -> str | None
     from abserve.store import Store
 
     deadline = time.monotonic() + timeout_s
-    store = Store.open(database_url)
-    try:
+    with Store.open(database_url) as store:
         while True:
             run = store.get_run(run_id)
             if run is None:
@@ -37,8 +36,6 @@ def wait_for_run(database_url: str, run_id: str, timeout_s: float) -> str | None
             if time.monotonic() >= deadline:
                 return None
             time.sleep(POLL_S)
-    finally:
-        store.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,8 +58,7 @@ def combine_runs(blocks: Sequence[BlockRun], into: str, database_url: str) -> Ru
     runs, exchanges = [], []
     for index, block in enumerate(blocks):
         parse_placement(block.placement)
-        store = Store.open(block.database_url)
-        try:
+        with Store.open(block.database_url) as store:
             run = store.get_run(block.run_id)
             if run is None:
                 where = shown_url(block.database_url)
@@ -68,17 +67,12 @@ def combine_runs(blocks: Sequence[BlockRun], into: str, database_url: str) -> Ru
             for exchange in store.iter_exchanges(block.run_id):
                 tags = {**exchange.tags, "block": str(index), "placement": block.placement}
                 exchanges.append(exchange.model_copy(update={"run_id": into, "tags": tags}))
-        finally:
-            store.close()
     merged = merged_run(into, blocks, runs)
-    target = Store.open(database_url)
-    try:
+    with Store.open(database_url) as target:
         target.create_run(merged.model_copy(update={"status": "running"}))
         target.write_exchanges(exchanges)
         target.finish_run(into, "completed" if merged.status == "completed" else "interrupted")
         return target.get_run(into) or merged
-    finally:
-        target.close()
 
 
 def merged_run(into: str, blocks: Sequence[BlockRun], runs: Sequence[RunInfo]) -> RunInfo:

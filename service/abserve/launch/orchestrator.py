@@ -33,9 +33,11 @@ from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
+from abserve.launch.neighbours import block_sampler
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.rounds import (
+    IncrementalLooks,
     RoundLog,
     block_shares,
     infinite_plan,
@@ -149,17 +151,29 @@ def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> 
 def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],
                paths: RunPaths, run_id: str) -> dict[str, object]:
     """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
-    every profile, one after another, each request tagged with the block and placement."""
-    from abserve.traffic.runner import LoadSpec, run_load
-
+    every profile, one after another, each request tagged with the block and placement; the
+    block's record carries the foreign load its arms' CPUs saw (``abserve.launch.neighbours``)."""
     pinned = None
     if config.blocks.cpu_sets is not None:
         pinned = apply_placement(servers, block.placement)
         time.sleep(config.blocks.settle_s)
-    started, sent = time.time(), 0
+    started = time.time()
     tags = {"block": str(block.index)}
     if any(block.placement.values()):  # unpinned arms: placement not controlled, not tagged
         tags["placement"] = block.label
+    with block_sampler(servers, block.placement) as sampler:
+        sent = send_shares(config, block, router, servers, paths, run_id, tags)
+    record = block_record(block, started, time.time(), sent, pinned)
+    record["neighbours"] = sampler.facts()  # foreign load on the arms' cores (launch/neighbours.py)
+    return record
+
+
+def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
+                servers: dict[str, VllmServer], paths: RunPaths, run_id: str, tags: dict[str, str]) -> int:
+    """Send the block's share of every profile, one after another; return the requests sent."""
+    from abserve.traffic.runner import LoadSpec, run_load
+
+    sent = 0
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
         summary = run_load(LoadSpec(
@@ -174,7 +188,7 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
         if summary.abort_reason:
             raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
         sent += summary.requests_sent
-    return block_record(block, started, time.time(), sent, pinned)
+    return sent
 
 
 def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
@@ -208,6 +222,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
         sum(item.requests for item in config.load.profiles) if rounds is None
         else rounds.budget.requests or per_round * 8)
     records: list[dict[str, object]] = []
+    looks: IncrementalLooks | None = None  # the run's digest, fed each round's new exchanges
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
         if config.blocks.warmup_requests:
             send_warmup(config, router, servers, paths, run_id)
@@ -218,8 +233,9 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
                 continue
             rounds.rounds += 1
             rounds.requests = config.blocks.warmup_requests + sum(int(str(r["requests"])) for r in records)
-            judgment = judge_so_far(paths, run_id, rounds.requests, judging_roles(config, policy),
-                                    family_of(config))
+            looks = looks or IncrementalLooks(judging_roles(config, policy))
+            judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
+                                    family_of(config), records, looks)
             if should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round):
                 break
             round_began = time.monotonic()
@@ -229,22 +245,24 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
 
 
 def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
-                 family: Family | None = None) -> Judgment | FamilyJudgment:
+                 family: Family | None = None,
+                 blocks: list[dict[str, object]] | None = None,
+                 looks: IncrementalLooks | None = None) -> Judgment | FamilyJudgment:
     """The interim judgment of what the router has recorded so far (of every candidate when
-    the experiment has several: ``abserve.launch.family``)."""
+    the experiment has several: ``abserve.launch.family``); ``blocks``: the block records so
+    far, whose neighbour facts the judgment weighs (``abserve.compare.contamination``)."""
     from abserve.store import Store
 
-    store = Store.open(paths.database_url)
-    try:
+    with Store.open(paths.database_url) as store:
         wait_recorded(lambda: store.count_exchanges(run_id), expected)
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
         if family is not None:
             return interim_family(run, list(store.iter_exchanges(run_id)), policy, family)
-        return interim_judgment(run, list(store.iter_exchanges(run_id)), policy)
-    finally:
-        store.close()
+        if looks is not None:  # only the exchanges stored since the last look are read
+            return interim_judgment(run, looks.update(store, run_id), policy, blocks)
+        return interim_judgment(run, list(store.iter_exchanges(run_id)), policy, blocks)
 
 
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
@@ -255,8 +273,7 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
-    store = Store.open(paths.database_url)
-    try:
+    with Store.open(paths.database_url) as store:
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
@@ -269,8 +286,6 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
             run.provenance["arm_death"] = died.as_provenance()
         store.update_run(run)
         return run
-    finally:
-        store.close()
 
 
 def new_run_id(config: ExperimentConfig) -> str:
@@ -358,12 +373,9 @@ def mark_interrupted(database_url: str, run_id: str) -> None:
     """The router marks its run completed when it shuts down cleanly; an unfinished run is not."""
     from abserve.store import Store
 
-    store = Store.open(database_url)
-    try:
+    with Store.open(database_url) as store:
         if store.get_run(run_id) is not None:
             store.finish_run(run_id, "interrupted")
-    finally:
-        store.close()
 
 
 @contextmanager

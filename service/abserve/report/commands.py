@@ -64,16 +64,17 @@ def judge_run(store: Store, run_id: str, policy: Policy) -> Judgment:
 
 def judge_with_evidence(store: Store, run_id: str, policy: Policy) -> tuple[Judgment, dict[str, Exchange]]:
     """Judge one run; also return the exchanges the report shows side by side (its mismatches)."""
-    from abserve.compare import judge
+    from abserve.compare.digest import Digester
+    from abserve.compare.judge import judge_digest
     from abserve.report.evidence import wanted
 
     run = store.get_run(run_id)
     if run is None:
         raise ReportError(f"no run {run_id!r} in the store")
-    exchanges = list(store.iter_exchanges(run_id))
-    judgment = judge(run, exchanges, policy)
-    ids = wanted(judgment)
-    return judgment, {ex.request_id: ex for ex in exchanges if ex.request_id in ids}
+    digest = Digester(policy)  # page by page: only digests and the shown mismatches are kept
+    digest.feed_raw(store.iter_raw_exchanges(run_id))
+    judgment = judge_digest(run, digest, policy)
+    return judgment, digest.evidence(wanted(judgment))
 
 
 def build_report(
@@ -85,12 +86,9 @@ def build_report(
     from abserve.report import write_report
 
     policy = policy or _policy(policy_path)
-    store = open_store(db)
-    try:
+    with open_store(db) as store:
         judgment, evidence = judge_with_evidence(store, run_id, policy)
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
-    finally:
-        store.close()
     judgment.provenance["judged_by"] = judged_by()
     return write_report(judgment, out, baseline=baseline, exchanges=evidence)
 
@@ -110,11 +108,8 @@ def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tupl
         return url, _policy(policy), f"{where}; policy: {policy} (--policy)"
     if path is None and url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
-    store = open_store(url)
-    try:
+    with open_store(url) as store:
         run = store.get_run(run_id)
-    finally:
-        store.close()
     if run is None:
         raise ReportError(f"no run {run_id!r} in the store")
     try:
@@ -166,13 +161,10 @@ def make_plan(db: str, run_id: str, policy_path: Path, **kwargs: object) -> Plan
     from abserve.compare.plan import plan
 
     policy = _policy(policy_path)
-    store = open_store(db)
-    try:
+    with open_store(db) as store:
         if store.get_run(run_id) is None:
             raise ReportError(f"no run {run_id!r} in the store")
         exchanges = list(store.iter_exchanges(run_id))
-    finally:
-        store.close()
     try:
         return plan(exchanges, policy, **kwargs)  # type: ignore[arg-type]
     except ValueError as exc:

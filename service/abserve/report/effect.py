@@ -5,6 +5,9 @@
   Theil-Sen trend line (``TrendLine``: intercept + slope x images).
 - The lookup telemetry counted inside each arm's servers: items examined per lookup call in
   each power-of-two bucket of the request's images (``LookupTelemetry.examined_per_request``).
+- Each stratum gate's interval against its allowance, relative to the stratum's baseline
+  (``compare.strata.headline``), and the anytime tail gates beside them; ``failing_strata``
+  is the digest ``report.json``'s summary lists.
 
 A panel without data is left out with one line saying why (never an empty chart).
 Pure: everything comes from the ``Judgment``.
@@ -17,7 +20,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from abserve.compare.model import Judgment, TrendLine
+from abserve.compare.model import Judgment, MetricLine, TrendLine
+from abserve.compare.strata import headline
 from abserve.report import svg_log
 from abserve.report.svg import COLORS
 
@@ -61,11 +65,22 @@ class LookupRow:
 
 
 @dataclass(frozen=True)
+class StratumRow:
+    """One stratum or tail gate: its words against its allowance, and how it was decided."""
+
+    name: str
+    text: str  # "requests with >= 128 images (27% of traffic): TTFT +14% [+9%, +19%], allowed 5%"
+    outcome: str
+    gating: str  # "critical", "guard" (fails the run once proven) or "reported"
+
+
+@dataclass(frozen=True)
 class Effect:
     panels: list[Panel]
     lookup_chart: Markup | None
     lookup_note: str
     lookup_rows: list[LookupRow]
+    strata: list[StratumRow] = field(default_factory=list)
 
 
 def bucket_x(label: str) -> float | None:
@@ -183,6 +198,36 @@ def lookup_chart(rows: list[LookupRow], span: tuple[float, float] | None,
     return chart, ""
 
 
+def tail_words(m: MetricLine) -> str:
+    """An anytime tail gate in words: its interval and allowance."""
+    low = "unbounded" if m.low is None else f"{m.low * 1e3:+.3f}"
+    high = "unbounded" if m.high is None else f"{m.high * 1e3:+.3f}"
+    span = f"[{low}, {high}] ms"
+    est = "n/a" if m.estimate is None else f"{m.estimate * 1e3:+.3f} ms"
+    allowed = "n/a" if m.threshold is None else f"{m.threshold * 1e3:.3f} ms"
+    return f"{m.metric.upper()} {m.statistic} (paired, anytime-valid): {est} {span}, allowed {allowed}"
+
+
+def strata_rows(j: Judgment) -> list[StratumRow]:
+    """Every stratum gate, then every anytime tail gate, in the judgment's order."""
+    rows = []
+    for m in j.metrics:
+        if m.kind not in ("stratum", "tail"):
+            continue
+        gating = "guard" if m.guard else "critical" if m.critical else "reported"
+        text = headline(m) if m.kind == "stratum" else tail_words(m)
+        rows.append(StratumRow(m.name, text, m.outcome, gating))
+    return rows
+
+
+def failing_strata(j: Judgment) -> list[dict[str, object]]:
+    """The failing stratum and tail gates for ``report.json``'s summary (SI units)."""
+    return [{"name": m.name, "kind": m.kind, "stratum": m.stratum, "share": m.share, "metric": m.metric,
+             "estimate": m.estimate, "low": m.low, "high": m.high, "threshold": m.threshold,
+             "baseline": m.baseline_value, "text": headline(m) if m.kind == "stratum" else tail_words(m)}
+            for m in j.metrics if m.kind in ("stratum", "tail") and m.outcome == "fail"]
+
+
 def effect(j: Judgment) -> Effect:
     rows = lookup_rows(j)
     span = x_range(j, rows)
@@ -191,4 +236,4 @@ def effect(j: Judgment) -> Effect:
         lookup = arm.proven_lookup or arm.expected_lookup
         roles[name] = f"{name} ({lookup})" if lookup else name
     chart, note = lookup_chart(rows, span, roles)
-    return Effect([panel(j, m, span) for m in METRICS], chart, note, rows)
+    return Effect([panel(j, m, span) for m in METRICS], chart, note, rows, strata_rows(j))

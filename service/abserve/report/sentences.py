@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from abserve.compare.model import Judgment, MetricLine
+from abserve.report.effect import failing_strata
 from abserve.report.views import stop_sentence
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
@@ -175,6 +176,16 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
                     "Effect of images per request", tone)
 
 
+def hidden_sentences(j: Judgment) -> list[Sentence]:
+    """The failing stratum and tail gates (issue 32): what the overall shift does not show."""
+    failing = failing_strata(j)
+    if not failing:
+        return []
+    text = "Slower where the overall shift does not show it: " + "; ".join(str(f["text"]) for f in failing)
+    return [Sentence(text + ".", "#effect-strata", "the strata and tails", "Effect of images per request",
+                     "fail")]
+
+
 def invalid_sentences(j: Judgment) -> list[Sentence]:
     reasons = "; ".join(j.invalid_reasons)
     return [
@@ -204,6 +215,7 @@ def first_screen(j: Judgment) -> list[Sentence]:
     per_image = per_image_sentence(j)
     if per_image is not None:
         out.append(per_image)
+    out += hidden_sentences(j)
     named = [r.split(" — ", 1)[0].replace(": ", " ", 1) for r in j.reasons if " — " in r]
     if named and (j.verdict not in ("pass", "fail") or not any(x.tone == "fail" for x in out)):
         # what made the verdict, when the sentences above do not already say it

@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
+from abserve.report.effect import failing_strata
 from abserve.report.restarts import restart_statement, router_restarts
 
 
@@ -380,6 +381,7 @@ def summary(j: Judgment) -> dict[str, object]:
             "drift_tolerance": eq.drift_tolerance},
         "per_image": {t.metric: {"slope": t.slope, "low": t.low, "high": t.high, "unit": "s per item"}
                       for t in j.trends},
+        "failing_strata": failing_strata(j),
         "gates": [
             {
                 "name": m.name,

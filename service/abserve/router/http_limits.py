@@ -1,6 +1,6 @@
 """Limits on what a client's connection may cost before its request reaches the app.
 
-The router is served by uvicorn with httptools (``router/commands.py``). uvicorn's own limits
+The router is served by uvicorn with httptools (``router/serve.py``). uvicorn's own limits
 do not cover a slow or huge request head there: ``h11_max_incomplete_event_size`` exists for
 the h11 parser only; ``timeout_keep_alive`` starts after a response, so a connection that
 never finishes its head (slowloris) was never closed; httptools buffers a header of any size

@@ -20,7 +20,7 @@ reads, EVERY URL found under any URL-bearing key of the part (``image_url``,
 ``audio_url``, ``video_url``), so a URL is checked even where this vLLM version would not
 load it. Parts the router does not serve (embeddings, PIL images, prompt embeds, tool
 references, unknown types) are refused with 400, as are malformed URL values.
-``tests/unit/test_router_parts_vllm.py`` feeds the parts the router accepts to vLLM's own
+``tests/unit/router/test_router_parts_vllm.py`` feeds the parts the router accepts to vLLM's own
 parser and checks that every URL vLLM would load was among those checked.
 """
 

@@ -51,15 +51,12 @@ from typing import Any
 
 from abserve.router.admission import SharedCounts, create_counts
 from abserve.router.metrics import MULTIPROC_ENV
+from abserve.router.serve import StartupError, run_app
 from abserve.router.settings import RouterSettings, load_settings
 
 log = logging.getLogger("abserve.router")
 RESTART_PAUSE_S = 1.0  # between a worker's death and its replacement
 STARTUP_GRACE_S = 20.0  # a worker that dies sooner after its start is not restarted
-
-
-class StartupError(RuntimeError):
-    """The router could not start: the port is taken, or a worker died while starting."""
 
 
 def check_multi(settings: RouterSettings, workers: int) -> None:
@@ -120,36 +117,34 @@ class Supervisor:
         except OSError as exc:
             raise StartupError(f"cannot listen on {s.host}:{s.port}: {exc.strerror}") from exc
         self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
-        store = Store.open(s.effective_database_url)
-        try:
-            open_run(store, s.run_id, {**s.public_config(), "workers": self.workers}, s.resume)
-        except StoreError as exc:  # exists (no resume), still written, or another config
-            store.close()
-            held.close()
-            raise StartupError(str(exc)) from exc
-        metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
-        env = {**os.environ, MULTIPROC_ENV: metrics_dir}
-        self.counts = Path(metrics_dir) / "admission.bin"  # not a *.db: metrics' own files
-        create_counts(self.counts, self.workers)
-        restarts, failed = 0, None
-        old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.procs = [self._spawn(i, env) for i in range(self.workers)]
-            log.info("router supervisor: run %s, %d workers on %s:%d", s.run_id,
-                     self.workers, s.host, s.port)
-            while not self.stopping:
-                time.sleep(0.2)
-                failed = self._replace_dead(env)
-                restarts += self._restarted
-                self.stopping = self.stopping or failed is not None
-        finally:
-            self._shutdown()
-            held.close()
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-            store.finish_run(s.run_id, "completed" if failed is None else "interrupted")
-            store.close()
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        with Store.open(s.effective_database_url) as store:
+            try:
+                open_run(store, s.run_id, {**s.public_config(), "workers": self.workers}, s.resume)
+            except StoreError as exc:  # exists (no resume), still written, or another config
+                held.close()
+                raise StartupError(str(exc)) from exc
+            metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
+            env = {**os.environ, MULTIPROC_ENV: metrics_dir}
+            self.counts = Path(metrics_dir) / "admission.bin"  # not a *.db: metrics' own files
+            create_counts(self.counts, self.workers)
+            restarts, failed = 0, None
+            old = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                self.procs = [self._spawn(i, env) for i in range(self.workers)]
+                log.info("router supervisor: run %s, %d workers on %s:%d", s.run_id,
+                         self.workers, s.host, s.port)
+                while not self.stopping:
+                    time.sleep(0.2)
+                    failed = self._replace_dead(env)
+                    restarts += self._restarted
+                    self.stopping = self.stopping or failed is not None
+            finally:
+                self._shutdown()
+                held.close()
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+                store.finish_run(s.run_id, "completed" if failed is None else "interrupted")
+                shutil.rmtree(metrics_dir, ignore_errors=True)
         if failed is not None:
             raise StartupError(failed)
         return restarts
@@ -199,8 +194,6 @@ def _worker(argv: list[str]) -> None:
     parser.add_argument("--admission", type=Path, required=True)
     parser.add_argument("--overrides", default="{}")
     args = parser.parse_args(argv)
-    from abserve.router.commands import run_app
-
     settings = load_settings(args.config, **json.loads(args.overrides))
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s %(levelname)s %(name)s[w{args.index}] %(message)s")

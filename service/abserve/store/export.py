@@ -44,11 +44,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python -m abserve.store.export DB_URL RUN_ID PATH", file=sys.stderr)
         return 2
-    store = Store.open(argv[0])
-    try:
+    with Store.open(argv[0]) as store:
         count = write_run_file(store, argv[1], Path(argv[2]))
-    finally:
-        store.close()
     print(f"{count} exchanges of {argv[1]} written to {argv[2]}")
     return 0
 

@@ -28,12 +28,9 @@ def latest_run(db: str | Path, exchanges: bool = True) -> StoredRun | None:
     exchanges when ``exchanges``; None when the store holds no run."""
     from abserve.store import Store
 
-    store = Store.open(database_url(db))
-    try:
+    with Store.open(database_url(db)) as store:
         runs = store.list_runs()  # oldest first
         if not runs:
             return None
         run = max(runs, key=lambda r: r.started_at)
         return StoredRun(run, list(store.iter_exchanges(run.run_id)) if exchanges else [])
-    finally:
-        store.close()

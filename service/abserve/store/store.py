@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
+from pydantic_core import from_json
 from sqlalchemy import (
     Connection,
     Engine,
@@ -33,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
+from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RawExchange, RunInfo
 from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts, restart_entry, restarts
 from abserve.store.rows import Row, dumps_json, exchange_row
@@ -46,6 +47,7 @@ from abserve.store.schema import (
     runs_table,
 )
 
+T = TypeVar("T")
 DEFAULT_STALE_AFTER_S = 10.0
 _PAGE = 256
 
@@ -106,13 +108,25 @@ def exchange_from_row(row: RowMapping) -> Exchange:
     )
 
 
+def raw_from_row(row: RowMapping) -> RawExchange:
+    """The exchange of one row, decoded but not validated (``RawExchange``); the caller has
+    checked the record schema (``Store.iter_raw_exchanges``)."""
+    return RawExchange(run_id=row["run_id"], request_id=row["request_id"],
+                       schema_version=int(row["schema_version"]), endpoint=row["endpoint"],
+                       stream=bool(row["stream"]), fingerprint=row["fingerprint"],
+                       started_at=float(row["started_at"]), tags=dict(row["tags"]),
+                       image_hashes=list(row["image_hashes"]), arms=from_json(row["arms"]),
+                       full=lambda: exchange_from_row(row))
+
+
 def _run_docs(run: RunInfo) -> dict[str, str]:
     dumped = run.model_dump(mode="json", include={"config", "provenance", "arms"})
     return {key: dumps_json(dumped[key]) for key in ("config", "provenance", "arms")}
 
 
 class Store:
-    """Runs and exchanges in one database. Open with ``Store.open(database_url)``."""
+    """Runs and exchanges in one database. Open with ``Store.open(database_url)``, as a context
+    manager (``with Store.open(url) as store:``) where the store lives for one block."""
 
     def __init__(self, engine: Engine, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> None:
         self.engine = engine
@@ -139,6 +153,13 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        """``with Store.open(url) as store:`` closes the store however the block ends."""
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     # -- runs -----------------------------------------------------------------------
 
@@ -319,12 +340,47 @@ class Store:
         Raises ``StoreSchemaError`` before yielding anything if any record of the run has a
         newer record schema than this code.
         """
+        self._check_records(run_id)
+        return self._pages(run_id)
+
+    def iter_new_exchanges(self, run_id: str, after_row: int = 0) -> Iterator[tuple[int, Exchange]]:
+        """``iter_new_raw_exchanges``, validated: each stored exchange after row ``after_row``."""
+        for row, raw in self.iter_new_raw_exchanges(run_id, after_row):
+            yield row, raw.full()
+
+    def iter_new_raw_exchanges(self, run_id: str, after_row: int = 0) -> Iterator[tuple[int, RawExchange]]:
+        """The exchanges stored after row ``after_row`` (0: all), in row order, page by page,
+        each with its row id: a sequential run's look reads only what the last round added
+        (pass the largest row id seen). Rows are numbered as they commit on SQLite; on
+        PostgreSQL a transaction still open while a later one commits could be passed over,
+        so call this once the round's exchanges are all recorded (``wait_recorded``)."""
+        self._check_records(run_id)
+        cols = exchanges_table.c
+        while True:
+            stmt = (select(exchanges_table).where(cols.run_id == run_id, cols.id > after_row)
+                    .order_by(cols.id).limit(_PAGE))
+            with self.engine.connect() as conn:
+                rows = [row._mapping for row in conn.execute(stmt)]
+            for row in rows:
+                yield int(row["id"]), raw_from_row(row)
+            if len(rows) < _PAGE:
+                return
+            after_row = int(rows[-1]["id"])
+
+    def iter_raw_exchanges(self, run_id: str) -> Iterator[RawExchange]:
+        """``iter_exchanges`` without validating the token-level data (``RawExchange``)."""
+        self._check_records(run_id)
+        return self._pages(run_id, raw_from_row)
+
+    def _check_records(self, run_id: str) -> None:
         newest = self._newest_record_version(run_id)
         if newest is not None and newest > SCHEMA_VERSION:
             raise StoreSchemaError(
                 f"run {run_id!r} holds records of schema version {newest}; "
                 f"this abserve reads versions up to {SCHEMA_VERSION}"
             )
+
+    def _pages(self, run_id: str, make: Callable[[RowMapping], T] = exchange_from_row) -> Iterator[T]:  # type: ignore[assignment]
         cols = exchanges_table.c
         after: tuple[float, int] | None = None
         while True:
@@ -335,7 +391,7 @@ class Store:
             with self.engine.connect() as conn:
                 rows = [row._mapping for row in conn.execute(stmt)]
             for row in rows:
-                yield exchange_from_row(row)
+                yield make(row)
             if len(rows) < _PAGE:
                 return
             after = (rows[-1]["started_at"], rows[-1]["id"])

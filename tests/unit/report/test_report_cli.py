@@ -19,8 +19,7 @@ POLICY = str(ROOT / "configs/policy/default.yaml")
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'abserve.db'}"
-    store = Store.open(url)
-    try:
+    with Store.open(url) as store:
         for run_id, shift, seed, arms in (
             ("good", 0.0, 1, None),
             ("slow", 0.003, 2, None),
@@ -31,8 +30,6 @@ def db(tmp_path: Path) -> str:
                 [ex.model_copy(update={"run_id": run_id}) for ex in ab_run(70, itl_shift=shift, seed=seed)]
             )
             store.finish_run(run_id, "completed")
-    finally:
-        store.close()
     return url
 
 

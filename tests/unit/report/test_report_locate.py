@@ -22,15 +22,12 @@ CPU_POLICY = ROOT / "configs/policy/cpu-default.yaml"
 def make_store(folder: Path, run_id: str, provenance: dict[str, object] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "abserve.db"
-    store = Store.open(f"sqlite:///{db}")
-    try:
+    with Store.open(f"sqlite:///{db}") as store:
         info = run_info(run_id=run_id, status="running")
         info.provenance.update(provenance or {})
         store.create_run(info)
         store.write_exchanges([ex.model_copy(update={"run_id": run_id}) for ex in ab_run(70, seed=1)])
         store.finish_run(run_id, "completed")
-    finally:
-        store.close()
     return db
 
 

@@ -25,8 +25,7 @@ AT = "1970-01-01 00:16:40 UTC"  # the restart's time below: Unix 1000
 
 def restarted_run(tmp_path: Path, times: int) -> RunInfo:
     """``run_info()`` stored, then stopped and reopened ``times`` times, then completed."""
-    store = Store.open(f"sqlite:///{tmp_path / 'abserve.db'}")
-    try:
+    with Store.open(f"sqlite:///{tmp_path / 'abserve.db'}") as store:
         run = run_info()
         store.create_run(run)
         for _ in range(times):
@@ -34,8 +33,6 @@ def restarted_run(tmp_path: Path, times: int) -> RunInfo:
             store.resume_run(run.run_id, run.config)
         store.finish_run(run.run_id, "completed")
         stored = store.get_run(run.run_id)
-    finally:
-        store.close()
     assert stored is not None
     return stored
 

@@ -19,14 +19,11 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_fail_equality_check_report_shows_the_outputs_side_by_side(tmp_path: Path) -> None:
     folder = tmp_path / "experiments" / "e"
     folder.mkdir(parents=True)
-    store = Store.open(f"sqlite:///{folder / 'abserve.db'}")
-    try:
+    with Store.open(f"sqlite:///{folder / 'abserve.db'}") as store:
         store.create_run(run_info(run_id="r1", status="running"))
         exchanges = ab_run(60, candidate_tokens={i: [1, 2, 3, 99, 98, 97, 96, 95] for i in range(20, 30)})
         store.write_exchanges([ex.model_copy(update={"run_id": "r1"}) for ex in exchanges])
         store.finish_run("r1", "completed")
-    finally:
-        store.close()
     spec = CheckSpec.model_validate({"name": "mutant", "experiment": "e", "baseline": "a", "candidate": "b",
                                      "floor": None, "expect": "fail-equality"})
     experiment = ExperimentOutcome(name="e", config="x.yaml", out_dir=str(folder), run_id="r1")

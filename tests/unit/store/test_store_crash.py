@@ -51,8 +51,7 @@ def _kill_while_writing(database_url: str, run_id: str, min_acked: int, seed: in
 
 
 def _check_after_kill(database_url: str, run_id: str, acked: int) -> None:
-    store = Store.open(database_url)
-    try:
+    with Store.open(database_url) as store:
         run = store.get_run(run_id)
         assert run is not None
         assert run.status == "interrupted"
@@ -61,8 +60,6 @@ def _check_after_kill(database_url: str, run_id: str, acked: int) -> None:
         got = list(store.iter_exchanges(run_id))
         assert len(got) == count
         assert sorted(e.request_id for e in got) == [f"req-{i:06d}" for i in range(count)]
-    finally:
-        store.close()
 
 
 def _sqlite_integrity(database_url: str) -> None:

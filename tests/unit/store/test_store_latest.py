@@ -13,14 +13,11 @@ from abserve.store.latest import database_url, latest_run
 
 def test_the_newest_run_and_its_exchanges(tmp_path: Path) -> None:
     db = tmp_path / "abserve.db"
-    store = Store.open(database_url(db))
-    try:
+    with Store.open(database_url(db)) as store:
         for name, started in (("newer", 2_000.0), ("older", 1_000.0)):
             store.create_run(run_info(run_id=name).model_copy(update={"started_at": started}))
         store.write_exchanges([exchange(i, [arm("a")], run_id="newer") for i in range(3)])
         store.write_exchanges([exchange(9, [arm("a")], run_id="older")])
-    finally:
-        store.close()
     stored = latest_run(db)
     assert stored is not None
     assert stored.run.run_id == "newer"

@@ -164,16 +164,13 @@ def test_open_run_without_resume_keeps_refusing_an_existing_run(store: Store, tm
 
 
 def test_open_run_waits_for_a_silent_owner_on_another_host(backend_url: str, tmp_path: Path) -> None:
-    store = Store.open(backend_url, stale_after_s=0.5)
-    try:
+    with Store.open(backend_url, stale_after_s=0.5) as store:
         store.create_run(RunInfo(run_id=RUN, started_at=time.time(), config=config(tmp_path)))
         set_row(store, owner_host="elsewhere", heartbeat_at=time.time())  # then it died
         t = time.monotonic()
         open_run(store, RUN, config(tmp_path), resume=True)
         assert time.monotonic() - t >= 0.4  # waited for its heartbeat to go stale
         assert restarts_of(store)[0]["previous_status"] == "interrupted"
-    finally:
-        store.close()
 
 
 def test_update_run_keeps_the_restarts(store: Store, tmp_path: Path) -> None:

@@ -1,0 +1,104 @@
+"""Foreign load on the arms' cores: when it makes the latency judgment "cannot tell". Pure.
+
+``abserve run`` records, per block, how much of each of the arms' CPUs' wall time went to
+threads outside the arms' server process trees (``abserve.launch.neighbours``, kept in the
+run's provenance as ``blocks[i]["neighbours"]``). A third party on the arms' core does not slow
+both arms alike: the issue-34 run, with two vLLM servers of another run on the self-test's core,
+measured a known +5.5 ms per output token as +1.4 ms [-1.1, +4.0] (benchmarks/placement.md,
+"Neighbours" for why). So beyond the policy's ``neighbours.max_foreign_share`` (the worst
+core of the worst block):
+
+- ``action: unstable`` (the default): every latency line becomes ``unstable`` with the
+  neighbours named, so foreign load can turn a decision into "cannot tell" and never a
+  regression into a pass. A ``fail`` too, unless ``keep_fails``: neighbours shrank a known
+  regression in some runs and inflated it in others (+11.0 ms [+8.7, +13.3] for 5.9 ms
+  injected, benchmarks/placement.md "Neighbours"), so a fail's interval is no measurement
+  either; with ``keep_fails`` a fail stays a fail, its reason naming the neighbours.
+- ``action: invalid``: the run is invalid, the neighbours named.
+
+Equality is never touched: outputs do not depend on who else uses the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from abserve.compare.model import MetricLine
+from abserve.compare.policy import NeighbourRule
+
+
+@dataclass(frozen=True)
+class Contamination:
+    """The worst core of the worst block, and every block's sentence."""
+
+    share: float  # the largest foreign share of a watched core in one block
+    where: str  # "core 0: 38% of its time went to 6 threads outside the arms (...) in block 2"
+    facts: list[str]  # one sentence per watched core, for the report's run facts
+
+    def exceeds(self, rule: NeighbourRule) -> bool:
+        return rule.max_foreign_share is not None and self.share > rule.max_foreign_share
+
+
+def describe_core(cpu: str, facts: Mapping[str, object]) -> str:
+    """``core 0: 38% of its time went to 6 threads outside the arms (python3 30%, ...)``."""
+    share = float(facts.get("foreign") or 0.0)  # type: ignore[arg-type]
+    threads = int(facts.get("foreign_threads") or 0)  # type: ignore[call-overload]
+    top = facts.get("top")
+    rows = [(str(row[0]), float(row[1])) for row in top if len(row) == 2] if isinstance(top, list) else []
+    named = ", ".join(f"{comm} {share_of:.0%}" for comm, share_of in rows if share_of >= 0.01)
+    return (f"core {cpu}: {share:.0%} of its time went to {threads} thread{'s' * (threads != 1)} "
+            f"outside the arms" + (f" ({named})" if named else ""))
+
+
+def contamination(provenance: Mapping[str, object]) -> Contamination | None:
+    """The run's neighbour facts from its block records; None when none were recorded.
+
+    One sentence per watched core: its worst block, and the mean share over the blocks."""
+    blocks = provenance.get("blocks")
+    if not isinstance(blocks, list):
+        return None
+    per_core: dict[str, list[tuple[float, str]]] = {}
+    for block in blocks:
+        neighbours = block.get("neighbours") if isinstance(block, dict) else None
+        cores = neighbours.get("cores") if isinstance(neighbours, dict) else None
+        if not isinstance(cores, dict):
+            continue
+        for cpu, core in cores.items():
+            if isinstance(core, dict):
+                text = f"{describe_core(cpu, core)} in block {block.get('index')}"
+                per_core.setdefault(str(cpu), []).append((float(core.get("foreign") or 0.0), text))
+    if not per_core:
+        return None
+    facts, worst = [], (-1.0, "")
+    for cpu in sorted(per_core):
+        shares = per_core[cpu]
+        top = max(shares, key=lambda st: st[0])
+        mean = sum(st[0] for st in shares) / len(shares)
+        facts.append(f"{top[1]} (the worst of {len(shares)} blocks; mean {mean:.0%})")
+        worst = max(worst, top, key=lambda st: st[0])
+    return Contamination(share=worst[0], where=worst[1], facts=facts)
+
+
+def reason_for(found: Contamination, rule: NeighbourRule) -> str:
+    return (f"foreign load on the arms' cores: {found.where}, above the policy's "
+            f"neighbours.max_foreign_share of {rule.max_foreign_share:.0%}")
+
+
+def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provenance: Mapping[str, object],
+                        rule: NeighbourRule) -> Contamination | None:
+    """Mark the latency lines (or the run) for foreign load beyond the rule; return the facts."""
+    found = contamination(provenance)
+    if found is None or not found.exceeds(rule):
+        return found
+    why = reason_for(found, rule)
+    if rule.action == "invalid":
+        invalid.append(why)
+        return found
+    for line in lines:
+        if line.outcome == "fail" and rule.keep_fails:
+            line.reason += f"; a fail despite {why} (the size of the effect is not to be trusted)"
+        else:
+            line.outcome = "unstable"
+            line.reason += f"; cannot tell: {why}"
+    return found

@@ -1,0 +1,249 @@
+"""The streaming reduction of a run: one compact digest per exchange, fed page by page.
+
+The judgment needs, of each exchange, only its paired latency values, tags, start time,
+each arm's scalar outcome (status, times, usage) and, per compared arm pair, the equality
+class and first divergence. ``Digester.feed`` reads a page of full exchanges, keeps exactly
+that (a slim ``Exchange`` whose arms are ``SlimOutcome``s, the ``RequestLatency`` of each
+arm without its per-token gaps, a ``PairDigest`` per pair) and lets the page go, so the
+memory of a judgment grows by a few hundred bytes per identical exchange instead of one
+pydantic object per token position and top-k candidate.
+
+What the report shows in full is bounded: per pair the full ``PairResult`` and exchange of
+the earliest mismatches (``MAX_EXAMPLES`` plus the fixed warm-up, which may drop some).
+A policy whose logprob tolerance is only known at the end (``drift_floor_quantile`` with a
+floor arm) keeps the full exchanges that are not identical at tolerance 0 and compares them
+again at the final tolerance: an exchange identical at tolerance 0 is identical at any.
+
+A ``Digester`` kept across a sequential run's rounds is fed only each round's new
+exchanges (``Store.iter_exchanges(..., after_id=...)``): a look costs the new exchanges'
+reading and comparing, not a re-read of the run. Feeding an exchange twice is a no-op.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from abserve.compare.aggregate import MAX_EXAMPLES, equality_line
+from abserve.compare.equality import PairDigest, PairResult, compare_pair
+from abserve.compare.latency import RequestLatency, items_of, request_latency, request_latency_json
+from abserve.compare.model import EqualityLine
+from abserve.compare.policy import Policy
+from abserve.records import Exchange, RawExchange, SlimOutcome
+
+Latencies = dict[str, dict[str, RequestLatency | None]]
+Key = tuple[float, str]
+
+
+@dataclass
+class _Kept:
+    """The earliest mismatches of one pair, in start order, with their full exchanges."""
+
+    limit: int
+    keys: list[Key] = field(default_factory=list)
+    items: list[tuple[PairResult, Exchange]] = field(default_factory=list)
+
+    def offer(self, key: Key, result: PairResult, exchange: Exchange) -> None:
+        if len(self.keys) >= self.limit and key >= self.keys[-1]:
+            return
+        at = bisect.bisect(self.keys, key)
+        self.keys.insert(at, key)
+        self.items.insert(at, (result, exchange))
+        if len(self.keys) > self.limit:
+            self.keys.pop()
+            self.items.pop()
+
+
+_SLIM_FIELDS = set(Exchange.model_fields)  # one set shared by every slim exchange
+
+
+def slim_exchange(ex: Exchange) -> Exchange:
+    """``ex`` without its token-level data: arms as ``SlimOutcome``s, no prompt text, and
+    image hashes only where no ``items`` tag says how many images there were."""
+    hashes = [] if "items" in ex.tags else list(ex.image_hashes)
+    arms: dict[str, Any] = {a: SlimOutcome.of(o) for a, o in ex.arms.items()}  # duck-typed outcomes
+    return Exchange.model_construct(
+        _SLIM_FIELDS, schema_version=ex.schema_version, run_id=ex.run_id, request_id=ex.request_id,
+        endpoint=ex.endpoint, stream=ex.stream, fingerprint=ex.fingerprint, prompt_text=None,
+        image_hashes=hashes, tags=ex.tags, started_at=ex.started_at,
+        arms=arms,
+    )
+
+
+def _comparable(doc: dict[str, Any]) -> bool:
+    status = doc.get("status")
+    return (doc.get("error_class") is None and status is not None and 200 <= status < 300
+            and not doc.get("truncated") and bool(doc.get("token_ids") or doc.get("logprobs")))
+
+
+def _plain_identical(left: dict[str, Any] | None, right: dict[str, Any] | None) -> bool:
+    """Both outcomes comparable, with equal token ids, logprobs (top-k included) and prompt
+    logprobs, as decoded JSON: then ``compare_pair`` says ``identical`` at any tolerance with
+    no logprob gap (a NaN never compares equal, so it takes the full path)."""
+    if left is None or right is None or not (_comparable(left) and _comparable(right)):
+        return False
+    return all(left.get(k) == right.get(k) for k in ("token_ids", "logprobs", "prompt_logprobs"))
+
+
+def _usage_differs(left: dict[str, int] | None, right: dict[str, int] | None) -> bool:
+    if left is None or right is None:
+        return (left is None) != (right is None)
+    return any(left.get(k) != right.get(k) for k in ("prompt_tokens", "completion_tokens"))
+
+
+class Digester:
+    """Digests of a run's exchanges under one policy; feed pages, then judge
+    (``abserve.compare.judge.judge_digest``)."""
+
+    def __init__(self, policy: Policy) -> None:
+        roles, rule = policy.arms, policy.equality
+        self.policy = policy
+        self.pairs = [(roles.baseline, other) for other in (roles.candidate, roles.floor) if other]
+        self.deferred = rule.drift_floor_quantile is not None and roles.floor is not None
+        self.feed_tolerance = 0.0 if self.deferred else rule.drift_tolerance
+        self.slim: dict[str, Exchange] = {}
+        self.latencies: Latencies = {}
+        self.digests: dict[tuple[str, str], dict[str, PairDigest]] = {p: {} for p in self.pairs}
+        limit = MAX_EXAMPLES + max(policy.warmup_requests, 0)
+        self.kept = {p: _Kept(limit) for p in self.pairs}
+        self.recheck: dict[str, Exchange] = {}  # deferred tolerance: not identical at 0
+        self.floor_deltas: dict[str, float] = {}  # baseline/floor drift where tokens agree
+        self._mismatch = frozenset(rule.mismatch_classes)
+        self._ordered: list[Exchange] | None = None
+
+    def __len__(self) -> int:
+        return len(self.slim)
+
+    def feed(self, exchanges: Iterable[Exchange]) -> int:
+        """Digest exchanges not seen before; returns how many were new."""
+        new = 0
+        for ex in exchanges:
+            if ex.request_id not in self.slim:
+                self._add(ex)
+                new += 1
+        if new:
+            self._ordered = None
+        return new
+
+    def feed_raw(self, raws: Iterable[RawExchange]) -> int:
+        """``feed`` from decoded, unvalidated records (``Store.iter_raw_exchanges``): an
+        exchange whose compared arms returned equal token data (ids, logprobs, top-k, prompt
+        logprobs) is digested from the plain lists; any other is validated and compared in
+        full (``compare_pair``), so every class and example is what ``feed`` would give."""
+        new = 0
+        for raw in raws:
+            if raw.request_id in self.slim:
+                continue
+            new += 1
+            if all(_plain_identical(raw.arms.get(left), raw.arms.get(right)) for left, right in self.pairs):
+                self._add_identical(raw)
+            else:
+                self._add(raw.full())
+        if new:
+            self._ordered = None
+        return new
+
+    def _add_identical(self, raw: RawExchange) -> None:
+        rid = raw.request_id
+        slims = {a: SlimOutcome.of_json(doc) for a, doc in raw.arms.items()}
+        self.latencies[rid] = {a: request_latency_json(raw.arms[a], o) for a, o in slims.items()}
+        arms: dict[str, Any] = dict(slims)
+        hashes = [] if "items" in raw.tags else raw.image_hashes
+        ex = Exchange.model_construct(
+            _SLIM_FIELDS, schema_version=raw.schema_version, run_id=raw.run_id, request_id=rid,
+            endpoint=raw.endpoint, stream=raw.stream, fingerprint=raw.fingerprint, prompt_text=None,
+            image_hashes=hashes, tags=raw.tags, started_at=raw.started_at, arms=arms)
+        self.slim[rid] = ex
+        profile, items = raw.tags.get("profile", "untagged"), items_of(ex)
+        for pair in self.pairs:
+            left, right = raw.arms[pair[0]], raw.arms[pair[1]]
+            prompts = left.get("prompt_logprobs"), right.get("prompt_logprobs")
+            sampled = None if prompts[0] is None or prompts[1] is None else len(prompts[0])
+            self.digests[pair][rid] = PairDigest(
+                rid, "identical", None, 0.0, None, sampled, None if sampled is None else 0.0, None,
+                left.get("status") != right.get("status"),
+                left.get("finish_reason") != right.get("finish_reason"),
+                _usage_differs(left.get("usage"), right.get("usage")), None, None, profile, items)
+            if self.deferred and pair == self.pairs[-1]:
+                self.floor_deltas[rid] = 0.0
+
+    def _add(self, ex: Exchange) -> None:
+        rid = ex.request_id
+        self.latencies[rid] = {a: request_latency(o, keep_gaps=False) for a, o in ex.arms.items()}
+        self.slim[rid] = slim_exchange(ex)
+        key = (ex.started_at, rid)
+        profile, items = ex.tags.get("profile", "untagged"), items_of(ex)
+        for pair in self.pairs:
+            left, right = pair
+            r = compare_pair(rid, left, right, ex.arms.get(left), ex.arms.get(right),
+                             drift_tolerance=self.feed_tolerance)
+            r.profile, r.items = profile, items
+            self.digests[pair][rid] = PairDigest.of(r)
+            if self.deferred:
+                if r.cls != "identical":
+                    self.recheck[rid] = ex
+                if pair == self.pairs[-1] and r.cls in ("identical", "drift"):
+                    self.floor_deltas[rid] = max(r.max_logprob_delta, r.prompt_logprob_delta or 0.0)
+            elif r.cls in self._mismatch:
+                self.kept[pair].offer(key, r, ex)
+
+    def ordered(self) -> list[Exchange]:
+        """The slim exchanges in start order (as ``judge`` orders them)."""
+        if self._ordered is None:
+            self._ordered = sorted(self.slim.values(), key=lambda ex: (ex.started_at, ex.request_id))
+        return self._ordered
+
+    def tolerance(self, compared: list[Exchange], floor: str | None) -> float:
+        """The logprob tolerance over ``compared`` (``aggregate.drift_tolerance``'s rule)."""
+        rule = self.policy.equality
+        if not self.deferred or floor is None or rule.drift_floor_quantile is None:
+            return rule.drift_tolerance
+        deltas = [d for ex in compared if (d := self.floor_deltas.get(ex.request_id)) is not None]
+        if not deltas:
+            return rule.drift_tolerance
+        return max(rule.drift_tolerance, float(np.quantile(deltas, rule.drift_floor_quantile)))
+
+    def equality_line(self, compared: list[Exchange], left: str, right: str,
+                      tolerance: float) -> EqualityLine:
+        """One pair's roll-up over ``compared`` (in start order) at ``tolerance``."""
+        pair = (left, right)
+        digests = self.digests.get(pair, {})
+        if self.deferred:
+            return self._deferred_line(compared, pair, digests, tolerance)
+        results = [d for ex in compared if (d := digests.get(ex.request_id)) is not None]
+        ids = {ex.request_id for ex in compared}
+        examples = [r for r, _ in self.kept[pair].items if r.request_id in ids]
+        return equality_line(results, left, right, self.policy, examples=examples)
+
+    def _deferred_line(self, compared: list[Exchange], pair: tuple[str, str],
+                       digests: dict[str, PairDigest], tolerance: float) -> EqualityLine:
+        left, right = pair
+        results: list[PairDigest] = []
+        examples: list[PairResult] = []
+        for ex in compared:
+            rid = ex.request_id
+            d = digests.get(rid)
+            if d is None:
+                continue
+            full = self.recheck.get(rid)
+            if full is not None:
+                r = compare_pair(rid, left, right, full.arms.get(left), full.arms.get(right),
+                                 drift_tolerance=tolerance)
+                r.profile, r.items = d.profile, d.items
+                d = PairDigest.of(r)
+                if r.cls in self._mismatch and len(examples) < MAX_EXAMPLES:
+                    examples.append(r)
+            results.append(d)
+        return equality_line(results, left, right, self.policy, examples=examples)
+
+    def evidence(self, ids: set[str]) -> dict[str, Exchange]:
+        """The full exchanges the digest kept among ``ids`` (the report's mismatches)."""
+        out = {rid: ex for rid, ex in self.recheck.items() if rid in ids}
+        for kept in self.kept.values():
+            out.update({ex.request_id: ex for _, ex in kept.items if ex.request_id in ids})
+        return out

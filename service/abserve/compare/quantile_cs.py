@@ -1,0 +1,291 @@
+"""Anytime-valid tail gates: quantile confidence sequences, so p95/p99 may stop a sequential run.
+
+A percentile gate judged with an ordinary (bootstrap) interval after every round inflates its
+false alarms like any fixed-sample interval; judged once at the end, it can never stop a run.
+Here each arm's quantile gets a *confidence sequence* (Howard & Ramdas, "Sequential estimation
+of quantiles with applications to A/B-testing and best-arm identification", Bernoulli 2022,
+Theorem 1): for the ``p``-quantile ``q`` of a continuous distribution the indicators
+``1{X_i <= q}`` are i.i.d. Bernoulli(``p``), so the beta-binomial mixture martingale of their
+count ``k_t(q)`` at rate ``p`` stays below ``1/alpha`` at every ``t`` with probability at
+least ``1 - alpha`` (Ville's inequality). The values ``q`` it does not reject form an interval
+between two order statistics, valid at every look at once.
+
+**Paired by default, two-sample on request.** abserve's traffic is mixed (long prompts, a few
+images, hundreds of images): each arm's own p95 spans profiles, and the interval of a
+difference of two marginal quantiles (``two-sample``: each arm's sequence at ``alpha / 2``,
+``[L_c - U_b, U_c - L_b]``, valid under any dependence between the arms by the union bound)
+is wider than any useful allowance for hundreds of requests, and has no upper bound before
+~80 requests per arm for p95, ~400 for p99. The pairs remove that heterogeneity: ``paired``
+gates the ``p``-quantile of each request's slowdown beyond its own allowance,
+``e_i = c_i - b_i - max(r * b_i, a)``: ``fail`` when it is proven above zero (more than
+``1 - p`` of requests slowed beyond their allowance: occasional stalls), ``pass`` when proven
+at most zero. One sequence at the full ``alpha`` (the pairs are i.i.d. under the random
+order of requests); the interval shown is the one of the ``p``-quantile of ``c_i - b_i``.
+What it does not gate is "the candidate's p99 against the baseline's p99" on mixed traffic:
+``two-sample`` does that, at its cost. No winsorizing (the tail is the point), no placement
+model (the pairs share the instant and the core).
+
+The mixture prior is Beta(``s * p``, ``s * (1 - p)``), centred on ``p``; ``s`` = ``STRENGTH``
+tunes it; 1 gave the earliest upper bound of 1, 4 and 20 (benchmarks/strata.md). An upper bound
+exists only once ``p ** n`` is below about the sequence's alpha: at alpha = 0.05, paired p95
+from 64 pairs (p99 from 305); two-sample p95 from 77 per arm (p99 from ~370). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import betaln
+
+from abserve.compare.latency import RequestLatency, paired_sample
+from abserve.compare.model import Look, MetricLine
+from abserve.compare.policy import MetricRule, Policy
+from abserve.compare.verdict import threshold_for
+from abserve.records import Exchange
+
+Latencies = dict[str, dict[str, RequestLatency | None]]
+
+STRENGTH = 1.0  # prior Beta(s p, s (1 - p)): the earliest upper bound of 1, 4, 20 (benchmarks/strata.md)
+
+
+@dataclass(frozen=True)
+class QuantileBounds:
+    """One arm's ``p``-quantile: the sample quantile and its anytime-valid interval."""
+
+    n: int
+    estimate: float
+    low: float  # -inf: not yet bounded below
+    high: float  # inf: not yet bounded above
+
+
+def accepted_counts(n: int, p: float, alpha: float, strength: float = STRENGTH) -> tuple[int, int] | None:
+    """The counts ``k`` (of ``n`` values at or below ``q``) the mixture does not reject at rate ``p``.
+
+    The log mixture is convex in ``k``, so the accepted counts are one range ``(k_lo, k_hi)``;
+    None when every count is rejected (impossible for a valid ``alpha < 1``).
+    """
+    k = np.arange(n + 1, dtype=float)
+    a, b = strength * p, strength * (1.0 - p)
+    log_m = betaln(a + k, b + n - k) - betaln(a, b) - (k * math.log(p) + (n - k) * math.log1p(-p))
+    ok = np.flatnonzero(log_m < math.log(1.0 / alpha))
+    if ok.size == 0:
+        return None
+    return int(ok[0]), int(ok[-1])
+
+
+def quantile_sequence(values: Sequence[float] | np.ndarray, p: float, alpha: float,
+                      strength: float = STRENGTH) -> QuantileBounds:
+    """The anytime-valid interval of the ``p``-quantile after the values seen so far.
+
+    ``q`` is accepted when ``k(q) = #{x <= q}`` is an accepted count, i.e. for
+    ``x_(k_lo) <= q < x_(k_hi + 1)`` (order statistics, 1-based; ``x_(0) = -inf``,
+    ``x_(n+1) = inf``).
+    """
+    xs = np.sort(np.asarray(values, dtype=float))
+    n = int(xs.size)
+    if n == 0:
+        return QuantileBounds(0, math.nan, -math.inf, math.inf)
+    estimate = float(np.quantile(xs, p))
+    counts = accepted_counts(n, p, alpha, strength)
+    if counts is None:
+        return QuantileBounds(n, estimate, -math.inf, math.inf)
+    k_lo, k_hi = counts
+    low = -math.inf if k_lo == 0 else float(xs[k_lo - 1])
+    high = math.inf if k_hi + 1 > n else float(xs[k_hi])
+    return QuantileBounds(n, estimate, low, high)
+
+
+@dataclass(frozen=True)
+class TailDifference:
+    """``q_c - q_b`` with its anytime-valid interval, and both arms' own sequences."""
+
+    baseline: QuantileBounds
+    candidate: QuantileBounds
+
+    @property
+    def estimate(self) -> float:
+        return self.candidate.estimate - self.baseline.estimate
+
+    @property
+    def low(self) -> float:
+        return self.candidate.low - self.baseline.high
+
+    @property
+    def high(self) -> float:
+        return self.candidate.high - self.baseline.low
+
+
+def tail_difference(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray, p: float,
+                    alpha: float) -> TailDifference:
+    """Two-sample difference of ``p``-quantiles, each arm's sequence at ``alpha / 2``."""
+    return TailDifference(quantile_sequence(baseline, p, alpha / 2),
+                          quantile_sequence(candidate, p, alpha / 2))
+
+
+def tail_decision(diff: TailDifference, relative: float, absolute: float,
+                  direction: str = "increase") -> str:
+    """``fail``, ``pass`` or ``open`` for an allowed increase of ``max(relative * q_b, absolute)``.
+
+    The allowance is taken at the end of the baseline's sequence that makes each decision
+    hardest, so it holds for the true ``q_b`` whenever the sequences cover.
+    """
+    b, c = diff.baseline, diff.candidate
+    if direction == "decrease":  # mirrored: the candidate must not be lower by more than allowed
+        worse = c.high < b.low - max(relative * abs(b.low), absolute)
+        within = c.low >= b.high - max(relative * abs(b.high), absolute)
+    else:
+        worse = c.low - b.high > max(relative * abs(b.high), absolute) if math.isfinite(b.high) else False
+        within = c.high - b.low <= max(relative * abs(b.low), absolute) if math.isfinite(b.low) else False
+    if worse:
+        return "fail"
+    if within:
+        return "pass"
+    return "open"
+
+
+def _bound(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _ms(x: float) -> str:
+    return "unbounded" if not math.isfinite(x) else f"{x * 1000:+.3f} ms"
+
+
+def paired_excess(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
+                  relative: float,
+                  absolute: float) -> np.ndarray:
+    """Each request's slowdown beyond its own allowance: ``c - b - max(relative * b, absolute)``."""
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    return c - b - np.maximum(relative * np.abs(b), absolute)
+
+
+def paired_decision(excess: QuantileBounds) -> str:
+    """``fail`` when the excess's quantile is proven above zero, ``pass`` when proven at most zero."""
+    if excess.low > 0.0:
+        return "fail"
+    if excess.high <= 0.0:
+        return "pass"
+    return "open"
+
+
+def _paired_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
+                 counts: list[int]) -> tuple[list[Look], str]:
+    diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
+    excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)
+    looks = []
+    for n in counts:
+        d = quantile_sequence(diffs[:n], p, alpha)
+        looks.append(Look(n=n, estimate=d.estimate, low=_bound(d.low), high=_bound(d.high)))
+    return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
+
+
+def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
+    """``paired_decision`` on all pairs; a fail must also hold in each half of the run.
+
+    A cold arm or a mid-run drift slows a block of consecutive requests, not a share spread
+    over the run: that is the drift guard's business, not a tail's (``unstable``). Requiring
+    the fail in both halves as well only removes fails, so the false-fail rate stays <= alpha.
+    """
+    whole = paired_decision(quantile_sequence(excess, p, alpha))
+    if whole != "fail":
+        return whole
+    half = len(excess) // 2
+    halves = (excess[:half], excess[half:])
+    return "fail" if all(paired_decision(quantile_sequence(h, p, alpha)) == "fail" for h in halves) \
+        else "unstable"
+
+
+def _two_sample_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
+                     counts: list[int]) -> tuple[list[Look], str]:
+    path = [tail_difference(base[:n], cand[:n], p, alpha) for n in counts]
+    looks = [Look(n=n, estimate=d.estimate, low=_bound(d.low), high=_bound(d.high))
+             for n, d in zip(counts, path, strict=True)]
+    decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction) \
+        if path else "open"
+    return looks, decision
+
+
+def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: Policy,
+              ends: Sequence[int]) -> MetricLine:
+    """A percentile rule (p50/p95/p99) judged on quantile confidence sequences at every look.
+
+    ``paired`` (the policy's ``sequential.tail_design``): the interval shown is that of the
+    ``p``-quantile of the per-request difference; the decision is on the ``p``-quantile of
+    each request's slowdown beyond its own allowance (fail: more than ``1 - p`` of requests
+    proven slowed beyond it). ``two-sample``: the difference of the arms' own quantiles.
+    """
+    roles, alpha = policy.arms, 1.0 - policy.confidence
+    sample = paired_sample(judged, lat, rule.metric, roles.baseline, roles.candidate)
+    p = int(rule.statistic[1:]) / 100
+    position = {ex.request_id: i for i, ex in enumerate(judged)}
+    index = [position[rid] for rid in sample.request_ids]
+    counts = sorted({sum(1 for i in index if i < e) for e in ends} - {0})
+    paired = policy.sequential.tail_design == "paired"
+    line = MetricLine(name=rule.name, metric=rule.metric, statistic=rule.statistic, direction=rule.direction,
+                      critical=rule.critical, n=len(index), confidence=policy.confidence, kind="tail",
+                      outcome="inconclusive", reason="",
+                      method="anytime-quantile-paired" if paired else "anytime-quantile-two-sample")
+    path = _paired_path if paired else _two_sample_path
+    line.trajectory, decision = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
+    if len(index) < policy.min_samples or not counts:
+        line.reason = f"{len(index)} paired requests, fewer than the {policy.min_samples} required"
+        return _guarded(line, rule, policy)
+    last = line.trajectory[-1]
+    base_v = float(np.quantile(sample.baseline, p))
+    line.baseline_value, line.candidate_value = base_v, float(np.quantile(sample.candidate, p))
+    line.estimate, line.low, line.high = last.estimate, last.low, last.high
+    line.relative = (line.candidate_value - base_v) / base_v if base_v else None
+    line.threshold = threshold_for(rule, base_v)
+    span = f"{_ms(last.estimate or 0.0)} [{_ms(_inf(last.low, -1))}, {_ms(_inf(last.high, 1))}]"
+    allowed = f"{rule.allowed_relative:.0%}" + (f" or {rule.allowed_absolute * 1000:.3f} ms"
+                                                 if rule.allowed_absolute else "")
+    if paired:
+        what = (f"{rule.statistic} of the per-request difference {span}; "
+                f"{1 - p:.0%} of requests slowed beyond {allowed} each")
+        how = "paired quantile confidence sequence"
+    else:
+        what, how = f"{rule.statistic} difference {span}", "two-sample quantile sequences, alpha/2 per arm"
+    if decision == "fail":
+        line.outcome, line.reason = "fail", f"{what}: proven, in each half of the run too ({how})"
+    elif decision == "unstable":
+        line.outcome = "unstable"
+        line.reason = (f"{what}: proven over the run but not in each half of it: "
+                       f"a block of slow requests (cold arm, drift), not a tail ({how})")
+    elif decision == "pass":
+        line.outcome, line.reason = "pass", f"{what}: ruled out ({how})"
+    else:
+        line.reason = f"{what}: not yet decided ({how})"
+    return _guarded(line, rule, policy)
+
+
+def _inf(x: float | None, sign: int) -> float:
+    return sign * math.inf if x is None else x
+
+
+def _guarded(line: MetricLine, rule: MetricRule, policy: Policy) -> MetricLine:
+    """A critical tail gate that is not required to pass only gates once it fails."""
+    if rule.critical and not policy.sequential.tails_required:
+        line.guard = True
+        line.critical = line.outcome == "fail"
+        if line.outcome != "fail":
+            line.reason += "; a guard: fails the run once proven, never keeps it from passing"
+    return line
+
+
+def drift_guard_tails(lines: Sequence[MetricLine]) -> None:
+    """A tail fail on a metric whose shift drifted beyond its allowance is ``unstable``.
+
+    The drift guard keeps a difference that moved over the run from deciding a build; a drift
+    moves the tail too, so the tail of that metric cannot fail while the shift is unstable.
+    """
+    drifted = {m.metric for m in lines if m.kind == "shift" and m.drift is not None and m.drift.unstable}
+    for line in lines:
+        if line.kind == "tail" and line.outcome == "fail" and line.metric in drifted:
+            line.outcome = "unstable"
+            line.reason += (f"; but the {line.metric} shift drifted beyond its allowance over the run: "
+                            "not stable enough to decide")
+            if line.guard:
+                line.critical = False

@@ -1,0 +1,57 @@
+"""Regressions that hide from the overall shift are FAILED by real ``abserve run``s (issue 32).
+
+Two TEST-ONLY mutants on the CPU default's traffic and budget, judged under the A/A' twin's
+policy (the CPU default's gates without the change's improvement claim): ``dense-slow``
+(``configs/mutant-dense.yaml``: slower only on requests with >= 128 images) must fail with the
+many-images stratum named, its share and its effect; ``stall`` (``configs/mutant-stall.yaml``:
+an occasional 300 ms stall of the prefill) must fail on the anytime ``ttft.p95`` gate. The
+A/A' twin (``configs/aa-default.yaml``) passing under the same policy is
+``tests/e2e/test_run_cli.py``'s. Several minutes each on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
+
+
+def run(config: str, out: Path, tmp_path: Path) -> tuple[int, dict[str, object], str]:
+    env = {**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
+    done = subprocess.run([sys.executable, "-m", "abserve", "run", config, "--out", str(out)], cwd=REPO,
+                          env=env, text=True, capture_output=True, timeout=850, check=False)
+    tail = (done.stdout + done.stderr)[-4000:]
+    assert (out / "report.json").is_file(), tail
+    return done.returncode, json.loads((out / "report.json").read_text()), tail
+
+
+@pytest.mark.parametrize(("config", "gate"), [("configs/mutant-dense.yaml", "stratum[many-images]"),
+                                              ("configs/mutant-stall.yaml", "ttft.p95")])
+def test_a_hidden_regression_fails_within_the_budget_with_its_gate_named(
+        config: str, gate: str, tmp_path: Path) -> None:
+    code, report, tail = run(config, tmp_path / "out", tmp_path)
+    summary = report["summary"]
+    assert isinstance(summary, dict)
+    assert summary["verdict"] == "fail", (summary.get("stop_reason"), report.get("reasons"), tail)
+    assert code == 1, tail
+    failing = summary["failing_strata"]
+    assert isinstance(failing, list)
+    assert any(gate in str(f["name"]) for f in failing), failing
+    reasons = " ".join(str(r) for r in report["reasons"])  # type: ignore[attr-defined]
+    assert gate in reasons, reasons
+    if "stratum" in gate:
+        named = next(f for f in failing if gate in str(f["name"]))
+        assert str(named["text"]).startswith("requests with >= 128 images (")
+        assert "% of traffic): " in str(named["text"])
+        assert ", allowed " in str(named["text"])
+    sentences = [s["text"] for s in summary["sentences"]]
+    hidden = "Slower where the overall shift does not show it: "
+    assert any(s.startswith(hidden) for s in sentences), sentences

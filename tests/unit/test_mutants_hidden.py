@@ -1,0 +1,51 @@
+"""The issue-32 mutants: ``dense-slow`` slows only image-dense calls, ``stall`` only a share of requests."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace as NS
+
+import pytest
+
+from abserve import mutants
+from abserve.lookup import linear_window
+
+
+def feats(count: int, ident: str = "img") -> list[NS]:
+    return [NS(mm_position=NS(offset=10 * i, length=4), identifier=f"{ident}-{i}") for i in range(count)]
+
+
+def timed(lookup: mutants.Lookup, items: list[NS]) -> tuple[tuple[int, int], float]:
+    began = time.perf_counter()
+    result = lookup(items, 0, 40)
+    return result, time.perf_counter() - began
+
+
+def test_dense_slow_pays_only_on_requests_with_enough_items() -> None:
+    lookup = mutants.only_dense(linear_window, mutants.with_delay(linear_window, 20_000), 128)
+    (res_small, small) = timed(lookup, feats(8))
+    (res_dense, dense) = timed(lookup, feats(128))
+    assert res_small == linear_window(feats(8), 0, 40)
+    assert res_dense == linear_window(feats(128), 0, 40)
+    assert small < 0.01 <= 0.02 <= dense
+
+
+def test_stall_hits_a_stable_share_of_requests_once_each() -> None:
+    keys = [f"req{i}-0/8" for i in range(4000)]
+    share = sum(mutants.stalled(k, 0.25) for k in keys) / len(keys)
+    assert share == pytest.approx(0.25, abs=0.03)
+    assert [mutants.stalled(k, 0.25) for k in keys[:50]] == [mutants.stalled(k, 0.25) for k in keys[:50]]
+    ident = next(f"r{i}" for i in range(1000) if mutants.stalled(f"{f'r{i}'}-0/4", 0.5))
+    lookup = mutants.with_stalls(linear_window, 20_000, 0.5)
+    items = feats(4, ident)
+    assert mutants.request_key(items) == f"{ident}-0/4"
+    _, first = timed(lookup, items)
+    _, again = timed(lookup, items)
+    assert first >= 0.02 > 0.01 > again
+
+
+def test_new_mutants_are_selectable(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("dense-slow", "stall"):
+        monkeypatch.setenv(mutants.MUTANT_ENV, name)
+        assert mutants.selected_mutant() == name
+        assert mutants.mutate_lookup(name, linear_window) is not linear_window
