@@ -6,7 +6,8 @@ policy (the CPU default's gates without the change's improvement claim): ``dense
 many-images stratum named, its share and its effect; ``stall`` (``configs/mutant-stall.yaml``:
 an occasional 300 ms stall of the prefill) must fail on the anytime ``ttft.p95`` gate. The
 A/A' twin (``configs/aa-default.yaml``) passing under the same gates is recorded in
-``benchmarks/strata.md``; ``tests/e2e/test_run_cli.py`` passes the CPU default under them. Several minutes each on 2 cores.
+``benchmarks/strata.md``; ``tests/e2e/test_run_cli.py`` passes the CPU default under them.
+Several minutes each on 2 cores.
 """
 
 from __future__ import annotations
