@@ -19,8 +19,8 @@ method would cry wolf about identical builds. Also: how many replays decided
 ``pass`` and at how many pairs, and at how many pairs a fail was first proven (for a mutant's
 records, e.g. the slow one, that is the time to detection; "false fail" is then the power).
 
-    .venv/bin/python benchmarks/decisive.py runs runs/dec-*/
-    .venv/bin/python benchmarks/decisive.py replay runs/aa-*/abserve.db \
+    .venv/bin/python -m benchmarks.decisive runs runs/dec-*/
+    .venv/bin/python -m benchmarks.decisive replay runs/aa-*/abserve.db \
         --policy configs/policy/aa-default.yaml [--arms a:a2]
 """
 

@@ -21,7 +21,7 @@ allowance), and whether the equality line failed. A run whose arms sit on differ
 a placement bias that no number of requests removes: such a run shows it here as a raised
 "interval excludes 0" rate, which is what the allowance (and counterbalancing) is for.
 
-    .venv/bin/python benchmarks/false_alarms.py --source DB[:BASELINE:CANDIDATE] ... \
+    .venv/bin/python -m benchmarks.false_alarms --source DB[:BASELINE:CANDIDATE] ... \
         [--policy configs/policy/selftest.yaml] [--size 40] [--draws 200]
 """
 

@@ -8,7 +8,7 @@ added fields, no second arm, no parsing of the answer, no records, no metrics. W
 ``router_overhead.py`` measures for this path is what this machine charges for a Python
 store-and-forward hop of a ~1 MB request, before the router does any of its own work.
 
-    python benchmarks/floor_proxy.py --port 8200 --upstream http://127.0.0.1:8011
+    python -m benchmarks.floor_proxy --port 8200 --upstream http://127.0.0.1:8011
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ step in the gather path (``_gather_mm_embeddings`` of the V1 runner, one call pe
 time per lookup call, and items the lookup examined per call. The two arms are measured side by
 side in one run; the order of k is shuffled per round so drift hits all sizes alike.
 
-    flock .abserve/vllm.lock .venv/bin/python benchmarks/gather_bench.py [--items 1 8 64 256 1024]
+    flock .abserve/vllm.lock .venv/bin/python -m benchmarks.gather_bench [--items 1 8 64 256 1024]
         [--rounds 2] [--json out.json]
 
 Prints a markdown table (see ``benchmarks/gather.md`` for the last run's numbers).

@@ -11,7 +11,7 @@ smallest k from which bisect is faster at every larger k measured; ``mixed`` sum
 middle call (a generation makes both kinds), and ``abserve.lookup.HYBRID_THRESHOLD`` is set from
 its crossover.
 
-    .venv/bin/python benchmarks/hybrid_threshold.py [--rounds 61] [--json out.json]
+    .venv/bin/python -m benchmarks.hybrid_threshold [--rounds 61] [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,23 +1,21 @@
 """How long the judgment and the report take for runs of realistic size (synthetic records).
 
-Run: ``.venv/bin/python benchmarks/judge_speed.py`` from the repository root; prints a Markdown
+Run: ``.venv/bin/python -m benchmarks.judge_speed`` from the repository root; prints a Markdown
 table and writes it to ``benchmarks/judge_speed.md``.
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.support.records_factory import ab_run, run_info
+
+from abserve.compare import judge, load_policy
+from abserve.report import write_report
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.records_factory import ab_run, run_info  # noqa: E402
-
-from abserve.compare import judge, load_policy  # noqa: E402
-from abserve.report import write_report  # noqa: E402
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Runs ``run_load`` (one headless Locust process, closed loop, many users) against a fast local
 upstream (the test fake with ``/tokenize``: no model, tokens streamed at once) and reports the
 sustained send rate per profile, so a report can say whether the generator or the servers set
-the pace. Usage: ``.venv/bin/python benchmarks/loadgen_capacity.py [--users 16]``; results go
+the pace. Usage: ``.venv/bin/python -m benchmarks.loadgen_capacity [--users 16]``; results go
 to ``benchmarks/loadgen_capacity.md`` by hand (numbers of the last run).
 """
 
@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.fake_upstream import Knobs
 from tests.support.tokenizing_upstream import TokenizingUpstream

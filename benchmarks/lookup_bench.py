@@ -11,7 +11,7 @@ Batches are short (default 0.5 ms) so that most fit inside one scheduler slice; 
 the fastest round (``timeit``'s advice: interference only ever adds time) and, as a check, the
 linear ÷ vLLM ratio of the medians. Prints a markdown table (see ``benchmarks/lookup.md``).
 
-    .venv/bin/python benchmarks/lookup_bench.py [--rounds 101] [--json out.json]
+    .venv/bin/python -m benchmarks.lookup_bench [--rounds 101] [--json out.json]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ write: a vLLM 0.32-shaped chat stream (``chunked`` transfer encoding) of ``--tok
 tokens, each with its token id and top-5 logprobs, then the usage chunk and ``[DONE]``
 (what the router asks every arm for). ``GET /health`` answers 200. Keep-alive as HTTP/1.1.
 
-    python benchmarks/memory_arm.py --port 8011 [--tokens 16]
+    python -m benchmarks.memory_arm --port 8011 [--tokens 16]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ time and run-queue wait per output token beside the block's TPOT difference (the
 benchmarks/placement.md, "Neighbours"). The proof holds when the report contains the injected
 delay in its interval or ends unstable/invalid naming the neighbours; never a pass.
 
-    .venv/bin/python benchmarks/neighbours.py b --out runs/neighbours
+    .venv/bin/python -m benchmarks.neighbours b --out runs/neighbours
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.neighbours import (
     busy_process,

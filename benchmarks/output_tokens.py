@@ -7,7 +7,7 @@ x MAD), the mean seconds one request took (the slower arm's end-to-end time) and
 ``sd x sqrt(seconds per request)``: the sd of the mean difference after one second of load. The
 smaller it is, the sooner a gate of a given margin decides.
 
-    .venv/bin/python benchmarks/output_tokens.py runs/output-tokens
+    .venv/bin/python -m benchmarks.output_tokens runs/output-tokens
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ token (and TTFT), prints a Markdown table per run:
 - A/B runs (``configs/many-items-placement.yaml``): the counterbalanced interval of b - a over
   the whole run (the linear lookup's cost shows as a negative difference: bisect is faster).
 
-Usage: ``.venv/bin/python benchmarks/placement.py RUN_DIR [RUN_DIR ...] [--pair a a2]``.
+Usage: ``.venv/bin/python -m benchmarks.placement RUN_DIR [RUN_DIR ...] [--pair a a2]``.
 The servers are started by ``abserve run`` (under the machine-wide vLLM lock); this script only
 reads the stores.
 """

@@ -13,7 +13,7 @@ the effect. The table gives the smallest n reaching ``--power`` for each effect,
 Why pairing wins: per-request latency varies far more between requests (prompt length, image
 count) than between two arms on the same request; the paired difference cancels the first.
 
-    .venv/bin/python benchmarks/power.py --source DB[:BASELINE:CANDIDATE] [--metric tpot]
+    .venv/bin/python -m benchmarks.power --source DB[:BASELINE:CANDIDATE] [--metric tpot]
         [--effects 0.01 0.02 0.05 0.10] [--power 0.8] [--alpha 0.05] [--draws 400]
 """
 

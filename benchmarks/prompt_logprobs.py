@@ -8,7 +8,7 @@ interleaved rounds the same one-token request without prompt logprobs (what the 
 anyway), with ``k = 0`` and with ``k = 5``; it reports median latency, the response bytes and the
 bytes the parsed prompt logprobs add to one arm's stored record (JSON).
 
-    flock .abserve/vllm.lock .venv/bin/python benchmarks/prompt_logprobs.py [--rounds 5]
+    flock .abserve/vllm.lock .venv/bin/python -m benchmarks.prompt_logprobs [--rounds 5]
 
 Results of the last run: ``benchmarks/prompt_logprobs.md``.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,15 +24,13 @@ from typing import Any
 
 import httpx
 import orjson
+from tests.support.mm_requests import chat_request
+
+from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers
+from abserve.launch.tiny_model import ensure_tiny_model
+from abserve.router.prompt_sample import parse, probe_body
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.support.mm_requests import chat_request  # noqa: E402
-
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers  # noqa: E402
-from abserve.launch.tiny_model import ensure_tiny_model  # noqa: E402
-from abserve.router.prompt_sample import parse, probe_body  # noqa: E402
 
 SIZES = ((8, 1000), (64, 200), (256, 50))  # (images, words)
 VARIANTS = ("plain", "k=0", "k=5")

@@ -15,7 +15,7 @@ projection for a host with cores to spare is ``1000 / (router CPU ms per request
 requests/s per router core. After the rounds every router is stopped and the store is
 checked: every request the client had answered is stored exactly once.
 
-    .venv/bin/python benchmarks/router_capacity.py [--rounds 3] [--seconds 10] [--streams 32]
+    .venv/bin/python -m benchmarks.router_capacity [--rounds 3] [--seconds 10] [--streams 32]
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,15 +34,12 @@ import numpy as np
 import psutil
 import uvloop
 import yaml
+from benchmarks.light_client import LightClient
+from benchmarks.router_overhead import cpu_s, make_body, spawn, wait_up
+from tests.support.fake_upstream import free_port
+from tests.support.postgres import throwaway_postgres
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.light_client import LightClient  # noqa: E402
-from benchmarks.router_overhead import cpu_s, make_body, spawn, wait_up  # noqa: E402
-from tests.support.fake_upstream import free_port  # noqa: E402
-from tests.support.postgres import throwaway_postgres  # noqa: E402
-
-from abserve.store import Store  # noqa: E402
+from abserve.store import Store
 
 MD = Path(__file__).with_name("router_overhead.md")  # results beside the latency table
 

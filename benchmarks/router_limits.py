@@ -15,7 +15,7 @@ Measured per router:
   one ordinary request (503 once stalled bodies hold every admission slot), and what each
   stalled request was answered and when its connection was closed (capped).
 
-    .venv/bin/python benchmarks/router_limits.py [--before REV]
+    .venv/bin/python -m benchmarks.router_limits [--before REV]
 
 Writes the table into ``benchmarks/router_limits.md`` between the result markers.
 """
@@ -28,7 +28,6 @@ import re
 import select
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,12 +35,9 @@ from pathlib import Path
 import httpx
 import psutil
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.router_overhead import export, wait_up  # noqa: E402
-from benchmarks.router_overhead import spawn as python  # noqa: E402
-from tests.support.fake_upstream import free_port  # noqa: E402
+from benchmarks.router_overhead import export, wait_up
+from benchmarks.router_overhead import spawn as python
+from tests.support.fake_upstream import free_port
 
 MD = Path(__file__).with_suffix(".md")
 HEADS, HEAD_BYTES = 8, 16 << 20

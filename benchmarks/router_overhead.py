@@ -32,7 +32,7 @@ Levels: 1, 16 and 64 concurrent streams. Reports TTFT (first body bytes) and end
 time per request (over the whole level, so records written after the answer count),
 and the shadow upstream's CPU per request.
 
-    .venv/bin/python benchmarks/router_overhead.py [--quick] [--baseline REV] [--arms fake]
+    .venv/bin/python -m benchmarks.router_overhead [--quick] [--baseline REV] [--arms fake]
         [--levels 1:200,16:480]
 
 Writes the table into ``benchmarks/router_overhead.md`` between the result markers.
@@ -60,12 +60,11 @@ import orjson
 import psutil
 import uvloop
 import yaml
+from benchmarks.light_client import LightClient
+from tests.support.fake_upstream import free_port
+from tests.support.postgres import throwaway_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.light_client import LightClient  # noqa: E402
-from tests.support.fake_upstream import free_port  # noqa: E402
-from tests.support.postgres import throwaway_postgres  # noqa: E402
 
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
 QUICK = {1: 40, 16: 96, 64: 128}

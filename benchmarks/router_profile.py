@@ -17,34 +17,30 @@ What this cannot time on its own (HTTP parsing, reading the body from the socket
 1 MB to each arm, the relay to the client, the event loop) is the rest of the router's
 CPU per request, measured whole by ``router_overhead.py``.
 
-    .venv/bin/python benchmarks/router_profile.py
-    PYTHONPATH=<export of an older revision>/service .venv/bin/python benchmarks/router_profile.py
+    .venv/bin/python -m benchmarks.router_profile
+    PYTHONPATH=<export of an older revision>/service .venv/bin/python -m benchmarks.router_profile
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from benchmarks.router_overhead import make_body
+from tests.support.fake_upstream import Knobs, _Answer
+from tests.support.router_server import dev_settings
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.router_overhead import make_body  # noqa: E402
-from tests.support.fake_upstream import Knobs, _Answer  # noqa: E402
-from tests.support.router_server import dev_settings  # noqa: E402
-
-from abserve.records import ArmOutcome, Exchange, RunInfo  # noqa: E402
-from abserve.router.app import arm_payload  # noqa: E402
-from abserve.router.augment import augment  # noqa: E402
-from abserve.router.metrics import RouterMetrics  # noqa: E402
-from abserve.router.settings import RouterSettings  # noqa: E402
-from abserve.router.sse import SSEParser, Transcript  # noqa: E402
-from abserve.router.validation import (  # noqa: E402
+from abserve.records import ArmOutcome, Exchange, RunInfo
+from abserve.router.app import arm_payload
+from abserve.router.augment import augment
+from abserve.router.metrics import RouterMetrics
+from abserve.router.settings import RouterSettings
+from abserve.router.sse import SSEParser, Transcript
+from abserve.router.validation import (
     _check_parts,
     check_depth,
     check_request,
@@ -52,8 +48,8 @@ from abserve.router.validation import (  # noqa: E402
     identify,
     parse_json,
 )
-from abserve.store import Store  # noqa: E402
-from abserve.store.rows import exchange_row  # noqa: E402
+from abserve.store import Store
+from abserve.store.rows import exchange_row
 
 
 def cpu_ms(fn: Callable[[], object], n: int = 200) -> float:

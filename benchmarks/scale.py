@@ -8,7 +8,7 @@ store's own ``insert_rows``; then ``abserve report RUN --db ... --policy configs
 runs as a child process, timed, its peak RSS read from its own rusage (``os.wait4``).
 
 Run from the repository root:
-``.venv/bin/python benchmarks/scale.py 1000 10000 [--pg URL] [--keep DIR]``; prints a
+``.venv/bin/python -m benchmarks.scale 1000 10000 [--pg URL] [--keep DIR]``; prints a
 Markdown table with the slopes between points (ms and KiB per exchange) and appends nothing
 by itself: copy what it printed into ``benchmarks/scale.md``.
 """
@@ -19,21 +19,18 @@ import argparse
 import itertools
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from tests.support.records_factory import arm, position, run_info
+
+from abserve.records import Exchange
+from abserve.store import Store
+from abserve.store.rows import Row, dumps_json, exchange_row
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.support.records_factory import arm, position, run_info  # noqa: E402
-
-from abserve.records import Exchange  # noqa: E402
-from abserve.store import Store  # noqa: E402
-from abserve.store.rows import Row, dumps_json, exchange_row  # noqa: E402
 
 TOKENS = list(range(100, 164))
 ARMS = ("a", "b", "a2")

@@ -7,7 +7,7 @@ reads the run's ``report.json`` and the store and prints: the verdict, each pair
 classes, the exact test against the floor, the prompt-logprob sample, and whether the report's
 named requests are exactly the faulty ones (more than 64 images) and A/A' stayed clean.
 
-    flock .abserve/vllm.lock .venv/bin/python benchmarks/sensitive_equality.py [--out DIR] [--skip-run]
+    flock .abserve/vllm.lock .venv/bin/python -m benchmarks.sensitive_equality [--out DIR] [--skip-run]
 
 Results of the last run: ``benchmarks/sensitive_equality.md``.
 """

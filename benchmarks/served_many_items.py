@@ -7,7 +7,7 @@ prints, per items-per-request bucket, the baseline's median and the paired diffe
 (Hodges-Lehmann, Wilcoxon signed-rank interval) of time per output token and time to first token,
 and the Theil-Sen trend of the difference over items. A negative difference: bisect is faster.
 
-    flock .abserve/vllm.lock .venv/bin/python benchmarks/served_many_items.py [--out DIR] [--skip-run]
+    flock .abserve/vllm.lock .venv/bin/python -m benchmarks.served_many_items [--out DIR] [--skip-run]
 
 See ``benchmarks/served.md`` for the last run's numbers.
 """

@@ -4,7 +4,7 @@ Arms that are measured on one core (the selftest's A/A' floor, the outputs exper
 run their whole start-up (three Python processes per server importing torch and vLLM) on that
 core. ``start_servers(pin_when_ready=True)`` starts them on every CPU and pins them once ready.
 Runs both ways one after another, alternating, ``--rounds`` times, and prints the seconds until
-both servers answered ``/health``: ``python benchmarks/startup_pinning.py --rounds 1``.
+both servers answered ``/health``: ``python -m benchmarks.startup_pinning --rounds 1``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and per-token times), then:
 1. times ``put`` (what the router pays per exchange) while the writer thread flushes;
 2. measures sustained exchanges/s committed, and bytes per stored exchange (SQLite).
 
-Usage: ``python benchmarks/store_write.py [--url sqlite:///tmp/b.db] [--n 2000] [--tokens 256]``
+Usage: ``python -m benchmarks.store_write [--url sqlite:///tmp/b.db] [--n 2000] [--tokens 256]``
 Results of the last run are in ``benchmarks/store_write.md``.
 """
 
@@ -18,46 +18,17 @@ import statistics
 import tempfile
 import time
 
-from abserve.records import ArmOutcome, Exchange, PositionLogprobs, RunInfo, TopLogprob
+from tests.support.records_factory import arm, exchange
+
+from abserve.records import Exchange, RunInfo
 from abserve.store import BatchWriter, Store
 
 
 def make_exchange(run_id: str, i: int, tokens: int) -> Exchange:
-    def arm(name: str) -> ArmOutcome:
-        return ArmOutcome(
-            arm=name,
-            status=200,
-            t_send=0.0,
-            t_first_byte=0.01,
-            t_first_token=0.05,
-            token_times=[0.05 + k * 0.011 for k in range(tokens)],
-            t_end=0.05 + tokens * 0.011,
-            text="word " * tokens,
-            token_ids=list(range(1000, 1000 + tokens)),
-            logprobs=[
-                PositionLogprobs(
-                    token="word",
-                    logprob=-0.01 * k,
-                    token_id=1000 + k,
-                    top=[TopLogprob(token=f"t{j}", logprob=-1.0 - j, token_id=j) for j in range(5)],
-                )
-                for k in range(tokens)
-            ],
-            finish_reason="length",
-            usage={"prompt_tokens": 900, "completion_tokens": tokens, "total_tokens": 900 + tokens},
-        )
-
-    return Exchange(
-        run_id=run_id,
-        request_id=f"req-{i}",
-        endpoint="chat/completions",
-        stream=True,
-        fingerprint=f"{i:064x}",
-        image_hashes=["ab" * 32] * 4,
-        tags={"profile": "multi-image", "items": "4"},
-        started_at=time.time(),
-        arms={"a": arm("a"), "b": arm("b")},
-    )
+    """Two arms of ``tokens`` output tokens, top-5 logprobs and a time per token each."""
+    ids = list(range(1000, 1000 + tokens))
+    arms = [arm(name, ids, ttft=0.05, itl=0.011, prompt_tokens=900) for name in ("a", "b")]
+    return exchange(i, arms, run_id=run_id, profile="multi-image", items=4, started_at=time.time())
 
 
 def main() -> None:

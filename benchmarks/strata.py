@@ -15,7 +15,7 @@ run), one look per round of 6 requests:
 3. **Requests to decision** against the aggregate-only design: a regression of 15% on the
    stratum that is 27% of the traffic, and a stall of 300 ms on a quarter of the requests.
 
-``python benchmarks/strata.py [--runs N]``; results in benchmarks/strata.md.
+``python -m benchmarks.strata [--runs N]``; results in benchmarks/strata.md.
 """
 
 from __future__ import annotations

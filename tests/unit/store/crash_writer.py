@@ -1,7 +1,8 @@
 """Child process of the crash test: writes exchanges through a BatchWriter until killed.
 
-Usage: ``python crash_writer.py DATABASE_URL RUN_ID``. Prints ``ack N`` whenever the
-writer's count of committed exchanges grows, so the parent knows what was acknowledged.
+Usage (from the repository root): ``python -m tests.unit.store.crash_writer DATABASE_URL RUN_ID``.
+Prints ``ack N`` whenever the writer's count of committed exchanges grows, so the parent knows
+what was acknowledged.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
-from store_samples import exchange, run_info
+from tests.support.records_factory import full_exchange as exchange
+from tests.support.records_factory import full_run_info as run_info
 
 from abserve.store import BatchWriter, Store
 

@@ -61,7 +61,7 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_a_minus_infinity_logprob_survives_export(tmp_path: Path) -> None:
     """vLLM's -inf logprob (probability 0) is written as -Infinity, not null."""
-    from tests.unit.store.store_samples import exchange as with_logprobs
+    from tests.support.records_factory import full_exchange as with_logprobs
 
     store, run_id = filled_store(tmp_path)
     written = with_logprobs(run_id, 99)

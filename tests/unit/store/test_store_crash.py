@@ -23,13 +23,15 @@ from sqlalchemy import make_url
 
 from abserve.store import Store
 
-CHILD = Path(__file__).with_name("crash_writer.py")
+ROOT = Path(__file__).resolve().parents[3]
+CHILD = "tests.unit.store.crash_writer"
 
 
 def _kill_while_writing(database_url: str, run_id: str, min_acked: int, seed: int) -> int:
     """Run the child until it acknowledged ``min_acked`` exchanges, SIGKILL it, return acks."""
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), database_url, run_id],
+        [sys.executable, "-m", CHILD, database_url, run_id],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )

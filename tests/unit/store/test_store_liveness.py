@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import update
-from tests.unit.store.store_samples import run_info
+from tests.support.records_factory import full_run_info as run_info
 
 from abserve.store import Store
 from abserve.store.owner import Owner, effective_status, owner_alive

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from tests.unit.store.store_samples import exchange, outcome, run_info
+from tests.support.records_factory import full_exchange as exchange
+from tests.support.records_factory import full_outcome as outcome
+from tests.support.records_factory import full_run_info as run_info
 
 from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store import (

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
-from tests.unit.store.store_samples import exchange
+from tests.support.records_factory import full_exchange as exchange
 
 from abserve.records import ROUTER_RESTARTS_KEY, RunInfo
 from abserve.router.run_open import open_run

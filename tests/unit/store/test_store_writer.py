@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import OperationalError
-from tests.unit.store.store_samples import exchange, run_info
+from tests.support.records_factory import full_exchange as exchange
+from tests.support.records_factory import full_run_info as run_info
 
 from abserve.store import BatchWriter, Store
 from abserve.store.rows import Row
