@@ -8,6 +8,11 @@ an occasional 300 ms stall of the prefill) must fail on the anytime ``ttft.p95``
 A/A' twin (``configs/aa-default.yaml``) passing under the same gates is recorded in
 ``benchmarks/strata.md``; ``tests/e2e/test_run_cli.py`` passes the CPU default under them.
 Several minutes each on 2 cores.
+
+On a busy machine the built-in neighbour rule (issue 34) may make the latency gates "unstable"
+instead (other work took over the arms' cores): then the report must say so, and the same
+records judged without that rule must still fail with the gate named, so a busy CI machine
+proves the regression is measured rather than passing or failing by chance.
 """
 
 from __future__ import annotations
@@ -19,19 +24,43 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 
-def run(config: str, out: Path, tmp_path: Path) -> tuple[int, dict[str, object], str]:
+def abserve(args: list[str], tmp_path: Path, timeout: float) -> tuple[int, str]:
     env = {**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
-    done = subprocess.run([sys.executable, "-m", "abserve", "run", config, "--out", str(out)], cwd=REPO,
-                          env=env, text=True, capture_output=True, timeout=850, check=False)
-    tail = (done.stdout + done.stderr)[-4000:]
+    done = subprocess.run([sys.executable, "-m", "abserve", *args], cwd=REPO, env=env, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+    return done.returncode, (done.stdout + done.stderr)[-4000:]
+
+
+def run(config: str, out: Path, tmp_path: Path) -> tuple[int, dict[str, object], str]:
+    code, tail = abserve(["run", config, "--out", str(out)], tmp_path, 850)
     assert (out / "report.json").is_file(), tail
-    return done.returncode, json.loads((out / "report.json").read_text()), tail
+    report = json.loads((out / "report.json").read_text())
+    summary = report["summary"]
+    if summary["verdict"] != "fail" and "foreign load" in json.dumps(report):
+        code, report, tail = rejudged_without_neighbour_rule(config, out, report, tmp_path)
+    return code, report, tail
+
+
+def rejudged_without_neighbour_rule(config: str, out: Path, report: dict[str, object],
+                                    tmp_path: Path) -> tuple[int, dict[str, object], str]:
+    """The run's records judged by its own policy with the neighbour rule off
+    (``max_foreign_share: 1.0``: no share exceeds it; a ``null`` would only drop the key from the
+    merge patch and leave the default)."""
+    policy_path = REPO / str(yaml.safe_load((REPO / config).read_text())["policy"])
+    lenient = tmp_path / "policy-without-neighbour-rule.yaml"
+    lenient.write_text(f"extends: {policy_path}\nneighbours: {{max_foreign_share: 1.0}}\n")
+    again = tmp_path / "rejudged"
+    code, tail = abserve(["report", str(report["run_id"]), "--db", f"sqlite:///{out / 'abserve.db'}",
+                          "--policy", str(lenient), "--out", str(again)], tmp_path, 300)
+    assert (again / "report.json").is_file(), tail
+    return code, json.loads((again / "report.json").read_text()), tail
 
 
 @pytest.mark.parametrize(("config", "gate"), [("configs/mutant-dense.yaml", "stratum[many-images]"),
