@@ -3,8 +3,11 @@ packaged name: ``abserve.packaged``).
 
 Experiment configs and policies come in families (the CPU default and its A/A' twin differ in
 one arm); ``extends`` keeps each number in one file. The named file is read first and the
-extending file is applied to it as a JSON Merge Patch (RFC 7386): nested mappings are merged
-key by key, a key set to null is removed, anything else (lists included) is replaced whole.
+extending file is applied to it as a merge patch: nested mappings are merged key by key,
+anything else (lists included) is replaced whole. A key set to null REMOVES a mapping (an arm:
+``b: null``, a whole section) but SETS a scalar to null (``floor: null``, ``max_foreign_share:
+null``: "none", as in a file that extends nothing). RFC 7386 removes both, which silently
+turned an extending file's "none" back into the model's default (a floor arm ``a2``).
 Cycles are refused. Paths a file names are its own: ``rebase`` rewrites each file's path fields
 relative to that file before the files are merged.
 """
@@ -55,12 +58,12 @@ def read_mapping(path: Path, seen: tuple[Path, ...] = (), kind: Kind = "experime
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` applied to ``base`` as a merge patch (RFC 7386)."""
+    """``override`` applied to ``base`` as a merge patch: null removes a mapping, nulls a scalar."""
     out = dict(base)
     for key, value in override.items():
         old = out.get(key)
-        if value is None:
-            out.pop(key, None)
+        if value is None and isinstance(old, dict):
+            out.pop(key)
         elif isinstance(old, dict) and isinstance(value, dict):
             out[key] = merge(old, value)
         else:

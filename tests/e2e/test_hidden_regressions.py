@@ -50,12 +50,10 @@ def run(config: str, out: Path, tmp_path: Path) -> tuple[int, dict[str, object],
 
 def rejudged_without_neighbour_rule(config: str, out: Path, report: dict[str, object],
                                     tmp_path: Path) -> tuple[int, dict[str, object], str]:
-    """The run's records judged by its own policy with the neighbour rule off
-    (``max_foreign_share: 1.0``: no share exceeds it; a ``null`` would only drop the key from the
-    merge patch and leave the default)."""
+    """The run's records judged by its own policy with the neighbour rule off."""
     policy_path = REPO / str(yaml.safe_load((REPO / config).read_text())["policy"])
     lenient = tmp_path / "policy-without-neighbour-rule.yaml"
-    lenient.write_text(f"extends: {policy_path}\nneighbours: {{max_foreign_share: 1.0}}\n")
+    lenient.write_text(f"extends: {policy_path}\nneighbours: {{max_foreign_share: null}}\n")
     again = tmp_path / "rejudged"
     code, tail = abserve(["report", str(report["run_id"]), "--db", f"sqlite:///{out / 'abserve.db'}",
                           "--policy", str(lenient), "--out", str(again)], tmp_path, 300)

@@ -14,9 +14,21 @@ from abserve.yamlfile import YamlFileError, merge, read_mapping
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_merge_patches_mappings_removes_nulls_and_replaces_lists() -> None:
-    base = {"a": {"x": 1, "y": 2}, "b": [1, 2], "c": 3}
-    assert merge(base, {"a": {"y": None, "z": 4}, "b": [9], "c": None}) == {"a": {"x": 1, "z": 4}, "b": [9]}
+def test_merge_patches_mappings_removes_null_mappings_and_replaces_lists() -> None:
+    base = {"a": {"x": 1, "y": {"k": 1}}, "b": [1, 2], "c": 3, "d": {"e": 5}}
+    patched = merge(base, {"a": {"y": None, "z": 4}, "b": [9], "c": None, "d": None, "f": None})
+    assert patched == {"a": {"x": 1, "z": 4}, "b": [9], "c": None, "f": None}
+
+
+def test_null_in_an_extending_policy_means_none_not_the_default(tmp_path: Path) -> None:
+    """``floor: null`` over a parent that names a floor is no floor (the model's default is a2)."""
+    (tmp_path / "p.yaml").write_text(f"extends: {REPO / 'configs/policy/default.yaml'}\n"
+                                     "arms: {floor: null}\nneighbours: {max_foreign_share: null}\n")
+    policy = load_policy(tmp_path / "p.yaml")
+    assert load_policy(REPO / "configs/policy/default.yaml").arms.floor == "a2"
+    assert policy.arms.floor is None
+    assert policy.neighbours.max_foreign_share is None
+    assert load_policy(REPO / "configs/policy/lookup-hybrid.yaml").arms.floor is None
 
 
 def test_extends_chain_and_cycles(tmp_path: Path) -> None:
