@@ -75,15 +75,6 @@ def test_a_hidden_regression_fails_within_the_budget_with_its_gate_named(
     assert code == 1, tail
     failing = summary["failing_strata"]
     assert isinstance(failing, list)
-    if "stratum" in gate and not any(gate in str(f["name"]) for f in failing):
-        # A slow afternoon (CI) can make the dense stratum's slowdown show in the overall shift
-        # first: the run then fails on the aggregate before the stratum has its pairs. Not
-        # hidden on that run, still a fail; the stall case and tests/unit/compare/test_strata.py
-        # keep the stratum gate's own naming proven.
-        metrics = report["metrics"]
-        assert isinstance(metrics, list)
-        assert any(m["name"] in ("tpot.hl", "ttft.hl") and m["outcome"] == "fail" for m in metrics), metrics
-        return
     assert any(gate in str(f["name"]) for f in failing), failing
     reasons = " ".join(str(r) for r in report["reasons"])  # type: ignore[attr-defined]
     assert gate in reasons, reasons
