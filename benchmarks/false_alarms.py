@@ -34,8 +34,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from abserve.compare import Judgment, Policy, judge, load_policy
-from abserve.compare.judge import drop_warmup
 from abserve.compare.policy import ArmRoles
+from abserve.compare.warmup import drop_warmup
 from abserve.records import Exchange, RunInfo
 from abserve.store.latest import latest_run
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abserve.compare.blocked import blocked_shift
-from abserve.compare.judge import drop_warmup
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.placement import sample_levels
 from abserve.compare.policy import Policy
 from abserve.compare.stats import hodges_lehmann
+from abserve.compare.warmup import drop_warmup
 from abserve.store.latest import latest_run
 
 CONF = 0.95

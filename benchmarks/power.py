@@ -26,9 +26,9 @@ import numpy as np
 from scipy import stats
 
 from abserve.compare import load_policy
-from abserve.compare.judge import drop_warmup
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.plan import requests_needed, robust_sigma
+from abserve.compare.warmup import drop_warmup
 from abserve.store.latest import latest_run
 
 GRID = (6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 200, 250, 300, 400, 500, 700, 1000,

@@ -22,9 +22,9 @@ import numpy as np
 from rich.console import Console
 
 from abserve.compare import Judgment, judge, load_policy
-from abserve.compare.judge import drop_warmup
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import ArmRoles, Policy, bucket_label
+from abserve.compare.warmup import drop_warmup
 from abserve.config import load_experiment
 from abserve.records import Exchange
 from abserve.store.latest import latest_run

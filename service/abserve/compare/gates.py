@@ -1,4 +1,5 @@
-"""The gates of a sequential judgment: one ``MetricLine`` each, decided or not yet.
+"""The gates of a sequential judgment (``abserve.compare.judge_sequential``): one ``MetricLine``
+each (built by ``abserve.compare.gate_line``), decided or not yet.
 
 - ``shift_line``: a latency rule (``hl``) judged on the anytime-valid counterbalanced shift:
   ``pass`` when the whole interval is within the allowance, ``fail`` when beyond it. Its
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import DECIDED, Drift, Look, MetricLine, Outcome
 from abserve.compare.policy import ImprovementRule, MetricRule, PerItemRule, Policy
@@ -43,10 +45,6 @@ def _ms(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 1000:+.3f} ms"
 
 
-def _bound(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def _lo(look: Look) -> float:
     return -math.inf if look.low is None else look.low
 
@@ -60,9 +58,9 @@ def _est(look: Look) -> float:
 
 
 def _looks(path: Sequence[Look]) -> list[Look]:
-    return [Look(n=lk.n, estimate=_bound(lk.estimate) if lk.estimate is not None else None,
-                 low=_bound(lk.low) if lk.low is not None else None,
-                 high=_bound(lk.high) if lk.high is not None else None) for lk in path]
+    return [Look(n=lk.n, estimate=finite(lk.estimate) if lk.estimate is not None else None,
+                 low=finite(lk.low) if lk.low is not None else None,
+                 high=finite(lk.high) if lk.high is not None else None) for lk in path]
 
 
 def _design(metric: str, exchanges: list[Exchange], lat: Latencies, policy: Policy,
@@ -76,17 +74,11 @@ def _alpha(policy: Policy) -> float:
     return 1.0 - policy.confidence
 
 
-def _base_line(name: str, metric: str, critical: bool, n: int, policy: Policy) -> MetricLine:
-    return MetricLine(name=name, metric=metric, statistic="mean", direction="increase", critical=critical,
-                      n=n, confidence=policy.confidence, outcome="inconclusive", reason="")
-
-
 def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
                ends: Sequence[int], placement_known: bool) -> MetricLine:
     """One latency rule on the counterbalanced shift of the mean, anytime-valid."""
     design, baseline = _design(rule.metric, exchanges, lat, policy, ends)
-    line = _base_line(rule.name, rule.metric, rule.critical, len(design.diffs), policy)
-    line.direction = rule.direction
+    line = gate_line(rule, len(design.diffs), policy, statistic="mean")
     if len(design.diffs) < policy.min_samples or not design.looks:
         line.reason = f"{len(design.diffs)} paired requests, fewer than the {policy.min_samples} required"
         return line
@@ -135,7 +127,7 @@ def _drift(design: Design, threshold: float, policy: Policy) -> Drift:
     last = path[-1]
     low, high = _lo(last), _hi(last)
     beyond = threshold > 0 and (low > threshold or high < -threshold)
-    return Drift(estimate=_est(last), low=_bound(low), high=_bound(high),
+    return Drift(estimate=_est(last), low=finite(low), high=finite(high),
                  unstable=beyond and policy.sequential.drift == "guard", trajectory=_looks(path))
 
 
@@ -144,7 +136,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     """The claimed improvement on the stratum of requests with at least ``min_items`` items."""
     design, _ = _design(rule.metric, exchanges, lat, policy, ends)
     part = stratum(design, rule.min_items)
-    line = _base_line(rule.name, rule.metric, rule.critical, len(part.diffs), policy)
+    line = gate_line(rule, len(part.diffs), policy)
     line.kind, line.stratum, line.direction = "improvement", f">= {rule.min_items} items", "decrease"
     line.threshold = -rule.at_least
     if len(part.diffs) < policy.min_samples or not part.looks:
@@ -162,7 +154,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
         line.outcome, line.reason = "fail", f"{span}: the claimed improvement ({claim}) is ruled out"
     else:
         line.reason = f"{span}: not yet known whether {claim}"
-    line.estimate, line.low, line.high = end.estimate, _bound(low), _bound(high)
+    line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
     line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
     return line
 
@@ -172,7 +164,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     """The cost per item (slope of the paired difference against items per request)."""
     design, _ = _design(rule.metric, exchanges, lat, policy, ends)
     known = sum(it is not None for it in design.items)
-    line = _base_line(rule.name, rule.metric, rule.critical, known, policy)
+    line = gate_line(rule, known, policy)
     line.kind, line.threshold = "per_item", rule.allowed
     if known < policy.min_samples or len({it for it in design.items if it is not None}) < 2:
         line.reason = f"{known} paired requests with a known item count: too few, or all the same count"
@@ -188,7 +180,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
         line.outcome, line.reason = "fail", f"{span}: beyond the {limit}"
     else:
         line.reason = f"{span}: interval reaches beyond the {limit}"
-    line.estimate, line.low, line.high = end.estimate, _bound(low), _bound(high)
+    line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
     line.method, line.trajectory = "anytime-regression", _looks(path)
     return line
 

@@ -2,183 +2,87 @@
 
 Order of work: drop warm-up exchanges; check the run can be trusted at all; grade equality for
 baseline/candidate and baseline/floor; measure per-request latency on every arm; judge each
-latency rule on the paired differences; break the shifts down by profile and items bucket and
-fit their trend over items; summarise each arm; combine everything into one verdict.
+gate; break the shifts down by profile and items bucket and fit their trend over items;
+summarise each arm; combine everything into one verdict.
+
+What the policy's ``mode`` changes is one ``JudgmentPath``: ``judge_sequential.Sequential``
+(anytime-valid at every look) or ``judge_fixed.FixedSample`` (one look). Each decides the
+warm-up, which exchanges equality compares, the equality verdict, the gates and how the
+verdict counts a non-critical line; everything else here is the same for both.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
-from abserve.compare.blocked import pair_placement
 from abserve.compare.contamination import apply_contamination
 from abserve.compare.digest import Digester
 from abserve.compare.equality import problem_of
-from abserve.compare.gates import improvement_line, per_item_line, shift_line
-from abserve.compare.latency import (
-    METRICS,
-    RequestLatency,
-    paired_sample,
-    throughput,
-)
+from abserve.compare.gate_line import finite
+from abserve.compare.judge_fixed import FixedSample
+from abserve.compare.judge_sequential import Sequential
+from abserve.compare.latency import METRICS, RequestLatency, paired_sample, throughput
 from abserve.compare.model import (
     PERCENTILES,
     ArmSummary,
     BreakdownRow,
     EqualityLine,
+    EqualityVerdict,
     Judgment,
     MetricLine,
     PlacementLine,
     TrendLine,
 )
 from abserve.compare.pacing import pacing_statement, withhold_fails
-from abserve.compare.placement import bias_guard, placement_line, sample_levels, shift_of
-from abserve.compare.policy import MetricRule, Policy, bucket_label
-from abserve.compare.quantile_cs import drift_guard_tails, tail_line
-from abserve.compare.sequential import look_ends
-from abserve.compare.stats import (
-    bootstrap_quantile_diff,
-    hodges_lehmann,
-    quantiles,
-    theil_sen_trend,
-)
-from abserve.compare.strata import stratum_lines
-from abserve.compare.verdict import (
-    equality_verdict,
-    invalid_reasons,
-    latency_outcome,
-    overall,
-    sequential_equality,
-    threshold_for,
-    too_few,
-)
-from abserve.compare.warmup import describe, transient_cut
+from abserve.compare.placement import placement_line
+from abserve.compare.policy import Mode, Policy, bucket_label
+from abserve.compare.stats import hodges_lehmann, quantiles, theil_sen_trend
+from abserve.compare.verdict import invalid_reasons, overall
 from abserve.records import Exchange, RunInfo
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
 Dimension = Literal["profile", "items", "block"]
 
 
-def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exchange], int]:
-    """Exchanges in start order minus the warm-up ones, and how many were dropped."""
-    ordered = sorted(exchanges, key=lambda ex: (ex.started_at, ex.request_id))
-    if not ordered:
-        return [], 0
-    cutoff = ordered[0].started_at + policy.warmup_seconds
-    kept = [ex for i, ex in enumerate(ordered) if i >= policy.warmup_requests and ex.started_at >= cutoff]
-    return kept, len(ordered) - len(kept)
+class JudgmentPath(Protocol):
+    """What the fixed-sample and the sequential judgment do differently."""
+
+    @property
+    def sequential(self) -> bool:
+        """Anytime-valid at every look (``Judgment.sequential``; ``verdict.overall``'s rule)."""
+
+    @property
+    def compares_warmup(self) -> bool:
+        """Whether equality compares the warm-up exchanges too."""
+
+    def judged(self, ordered: list[Exchange], lat: Latencies, policy: Policy) -> tuple[list[Exchange], str]:
+        """The exchanges latency is judged on, and what was cut as warm-up and why."""
+
+    def equality(self, main: EqualityLine, floor: tuple[int, int] | None, policy: Policy) -> EqualityVerdict:
+        """The equality verdict of ``main`` against the floor's ``(mismatches, comparable)``."""
+
+    def gates(self, judged: list[Exchange], lat: Latencies,
+              policy: Policy) -> tuple[list[MetricLine], bool, int]:
+        """Every gate's line, whether placement was controlled, and how many looks."""
+
+
+PATHS: dict[Mode, JudgmentPath] = {"sequential": Sequential(), "fixed": FixedSample()}
+
+
+def path_of(policy: Policy) -> JudgmentPath:
+    """The judgment path of ``policy.mode``."""
+    return PATHS[policy.mode]
 
 
 def select_judged(ordered: list[Exchange], lat: Latencies, policy: Policy) -> tuple[list[Exchange], str]:
-    """The exchanges to judge latency on: after the fixed warm-up, and after the arms' initial
-    transient when the policy detects it (``sequential.warmup: auto``); and why."""
-    kept, fixed = drop_warmup(ordered, policy)
-    if not (policy.sequential.enabled and policy.sequential.warmup == "auto"):
-        return kept, f"first {fixed} exchanges cut (fixed warm-up)"
-    arms = [policy.arms.baseline, policy.arms.candidate]
-    cut = transient_cut(ordered, lat, arms, policy.sequential.max_warmup_fraction)
-    start = max(fixed, cut.index)
-    return ordered[start:], describe(cut, fixed)
-
-
-def sequential_lines(judged: list[Exchange], lat: Latencies,
-                     policy: Policy) -> tuple[list[MetricLine], bool, int]:
-    """Every gate judged anytime-valid at every look; whether placement was controlled; looks."""
-    roles = policy.arms
-    levels = {pair_placement(ex.tags, roles.baseline, roles.candidate) for ex in judged} - {None}
-    ends = look_ends(judged, max(len(levels), 1), policy.sequential.look_every)
-    known = bool(levels)
-    lines = []
-    for rule in policy.metrics:
-        if rule.statistic == "hl":
-            lines.append(shift_line(rule, judged, lat, policy, ends, known))
-        elif policy.sequential.tails == "anytime":
-            lines.append(tail_line(rule, judged, lat, policy, ends))
-        else:
-            fixed = metric_line(rule, judged, lat, policy)
-            fixed.reason += " (fixed-sample interval, not anytime-valid)"
-            lines.append(fixed)
-    lines += [improvement_line(rule, judged, lat, policy, ends) for rule in policy.improvements]
-    lines += [per_item_line(rule, judged, lat, policy, ends) for rule in policy.per_item]
-    lines += stratum_lines(judged, lat, policy, ends, known)
-    drift_guard_tails(lines)
-    return lines, known, len(ends)
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy) -> MetricLine:
-    """Judge one latency rule on the paired per-request values.
-
-    An ``hl`` line of a run with counterbalanced blocks is judged on the counterbalanced
-    estimate (``abserve.compare.placement``); the pooled one is kept as ``naive_*``.
-    """
-    roles = policy.arms
-    sample = paired_sample(exchanges, lat, rule.metric, roles.baseline, roles.candidate)
-    n = len(sample.diffs)
-    if n < policy.min_samples:
-        return too_few(rule, n, policy)
-    shift = None
-    if rule.statistic == "hl":
-        iv = hodges_lehmann(sample.diffs, policy.confidence)
-        base_v, cand_v = float(np.median(sample.baseline)), float(np.median(sample.candidate))
-        if policy.placement.counterbalance:
-            levels = sample_levels(sample, exchanges, roles.baseline, roles.candidate)
-            shift = shift_of(sample, levels, policy)
-    else:
-        q = int(rule.statistic[1:]) / 100
-        iv = bootstrap_quantile_diff(
-            sample.baseline,
-            sample.candidate,
-            q,
-            confidence=policy.confidence,
-            resamples=policy.bootstrap_resamples,
-            seed=policy.seed,
-        )
-        base_v, cand_v = (
-            float(np.quantile(sample.baseline, q)),
-            float(np.quantile(sample.candidate, q)),
-        )
-    threshold = threshold_for(rule, base_v)
-    est, low, high = (iv.estimate, iv.low, iv.high)
-    if shift is not None:
-        est, low, high = shift.estimate, shift.low, shift.high
-    outcome, reason = latency_outcome(rule, est, low, high, threshold)
-    if shift is not None:
-        reason = f"counterbalanced over {len(shift.levels)} placements: {reason}"
-        outcome, reason = bias_guard(rule, outcome, reason, shift, threshold, policy)
-    return MetricLine(
-        name=rule.name,
-        metric=rule.metric,
-        statistic=rule.statistic,
-        direction=rule.direction,
-        critical=rule.critical,
-        n=n,
-        baseline_value=base_v,
-        candidate_value=cand_v,
-        estimate=est,
-        relative=est / base_v if base_v else None,
-        low=_finite(low),
-        high=_finite(high),
-        confidence=policy.confidence,
-        threshold=threshold,
-        outcome=outcome,
-        reason=reason,
-        method="pooled" if shift is None else "counterbalanced",
-        naive_estimate=None if shift is None else iv.estimate,
-        naive_low=None if shift is None else _finite(iv.low),
-        naive_high=None if shift is None else _finite(iv.high),
-        placement_bias=None if shift is None else shift.bias,
-    )
+    """The exchanges to judge latency on under ``policy``'s path, and what was cut as warm-up."""
+    return path_of(policy).judged(ordered, lat, policy)
 
 
 def placement_lines(exchanges: list[Exchange], lat: Latencies, policy: Policy,
@@ -217,8 +121,8 @@ def breakdowns(
                         metric=metric,
                         n=iv.n,
                         estimate=iv.estimate,
-                        low=_finite(iv.low),
-                        high=_finite(iv.high),
+                        low=finite(iv.low),
+                        high=finite(iv.high),
                     )
                 )
         known = _evenly([(i, d) for i, d in zip(s.items, diffs, strict=True) if i is not None])
@@ -327,34 +231,26 @@ def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgme
 def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     """Judge the exchanges ``digest`` was fed (``policy`` must be the one it was made with)."""
     all_ex = digest.ordered()
-    seq = policy.sequential.enabled
+    path = path_of(policy)
     roles = policy.arms
     lat_all: Latencies = digest.latencies
-    judged, warm_detail = select_judged(all_ex, lat_all, policy)
+    judged, warm_detail = path.judged(all_ex, lat_all, policy)
     arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
     floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
     lat = {ex.request_id: lat_all[ex.request_id] for ex in judged}
     summaries = {a: arm_summary(a, run, judged, lat, policy) for a in arm_names}
     errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
     invalid = invalid_reasons(run, judged, policy, errors)
-    compared = all_ex if seq else judged  # outputs of warm-up requests compare like any others
+    compared = all_ex if path.compares_warmup else judged
     tolerance = digest.tolerance(compared, floor)
     pairs: list[EqualityLine] = [
         digest.equality_line(compared, roles.baseline, other, tolerance)
         for other in (roles.candidate, floor)
         if other
     ]
-    main = pairs[0]
     floor_counts = (pairs[1].summary.mismatches, pairs[1].comparable) if floor else None
-    if seq:
-        first = main.examples[0].request_id if main.examples else None
-        eq = sequential_equality(main.summary.mismatches, main.comparable, floor_counts, policy, first)
-        lines, placement_known, looks = sequential_lines(judged, lat, policy)
-    else:
-        eq = equality_verdict(main.summary.mismatches, main.comparable, floor_counts, policy)
-        lines = [metric_line(rule, judged, lat, policy) for rule in policy.metrics]
-        lines += stratum_lines(judged, lat, policy, [len(judged)], True)
-        placement_known, looks = True, 1
+    eq = path.equality(pairs[0], floor_counts, policy)
+    lines, placement_known, looks = path.gates(judged, lat, policy)
     eq.drift_tolerance = tolerance
     pacing, withhold = pacing_statement(run, all_ex)
     if withhold:
@@ -364,7 +260,7 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
-    verdict, code, reasons = overall(invalid, gates, seq)
+    verdict, code, reasons = overall(invalid, gates, path.sequential)
     return Judgment(
         run_id=run.run_id,
         run_status=run.status,
@@ -380,7 +276,7 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         warmup_detail=warm_detail,
         placement_known=placement_known,
         pacing=pacing,
-        sequential=seq,
+        sequential=path.sequential,
         looks=looks,
         arms=summaries,
         equality=pairs,

@@ -65,7 +65,7 @@ class MetricLine(BaseModel):
     naive_low: float | None = None
     naive_high: float | None = None
     placement_bias: float | None = None  # largest measured placement bias (seconds)
-    # Sequential judgment (``policy.sequential.enabled``): what the line gates (``shift`` of
+    # Sequential judgment (``policy.mode: sequential``): what the line gates (``shift`` of
     # the statistic, ``improvement`` on a stratum, ``per_item`` slope in seconds per item),
     # the interval at every look, and the drift guard's measurement.
     kind: Literal["shift", "improvement", "per_item", "stratum", "tail"] = "shift"

@@ -21,9 +21,9 @@ import numpy as np
 from pydantic import BaseModel
 from scipy import stats as sps
 
-from abserve.compare.judge import drop_warmup
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import Policy
+from abserve.compare.warmup import drop_warmup
 from abserve.records import Exchange
 
 WILCOXON_ARE = 3.0 / math.pi

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from abserve.packaged import PackagedError, resolve_config
 from abserve.yamlfile import YamlFileError, read_mapping
@@ -20,6 +20,9 @@ from abserve.yamlfile import YamlFileError, read_mapping
 Direction = Literal["increase", "decrease", "either"]
 Statistic = Literal["hl", "p50", "p95", "p99"]
 LatencyMetric = Literal["ttft", "tpot", "itl", "e2e"]
+# How every gate is judged: ``sequential`` (``abserve.compare.judge_sequential``) or ``fixed``
+# (``abserve.compare.judge_fixed``); ``abserve.compare.judge`` picks the path by it.
+Mode = Literal["sequential", "fixed"]
 
 
 class _Strict(BaseModel):
@@ -87,7 +90,9 @@ class PlacementRule(_Strict):
 
 
 class SequentialRule(_Strict):
-    """Anytime-valid judgment at every look (``abserve.compare.sequential``).
+    """How the anytime-valid gates judge at every look (``abserve.compare.sequential``): every
+    gate of ``mode: sequential`` (``abserve.compare.judge_sequential``), and the strata gates of
+    ``mode: fixed`` (looked at once).
 
     ``phi``: prior precision of the mixture (in units of the noise; 1 is the usual choice).
     ``look_every``: exchanges between looks when the exchanges carry no block tags.
@@ -101,7 +106,6 @@ class SequentialRule(_Strict):
     (interference spikes; 0 keeps them).
     """
 
-    enabled: bool = False
     phi: float = Field(default=1.0, gt=0.0)
     look_every: int = Field(default=16, ge=2)
     warmup: Literal["auto", "fixed"] = "auto"
@@ -196,10 +200,17 @@ class PerItemRule(_Strict):
 
 
 class Policy(_Strict):
-    """A complete sign-off policy."""
+    """A complete sign-off policy; its defaults are ``configs/policy/default.yaml``'s.
+
+    ``mode``: ``fixed`` (the default, as ``default.yaml`` states) judges each gate once, with
+    intervals valid for that one look; ``sequential`` judges every gate with anytime-valid
+    intervals at every look, so a run may stop once it is decided. Every shipped policy states
+    its mode (``cpu-default``, ``gpu``, ``selftest`` and the ones extending them: sequential).
+    """
 
     schema_version: int = 1
     name: str = "default"
+    mode: Mode = "fixed"
     arms: ArmRoles = ArmRoles()
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     min_samples: int = Field(default=30, ge=1)
@@ -225,6 +236,23 @@ class Policy(_Strict):
     items_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
     bootstrap_resamples: int = Field(default=2000, ge=100)
     seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_switch(cls, data: Any) -> Any:
+        """``sequential.enabled``, the switch ``mode`` replaced, still loads: true is ``mode:
+        sequential``, false ``mode: fixed``. Where a policy holds both (a user's older file that
+        ``extends`` a shipped one, which now sets ``mode``) the old key decides: it was written
+        for that file. Stored reports (``report.json``'s ``policy``) carry it too."""
+        if not isinstance(data, dict) or not isinstance(data.get("sequential"), dict):
+            return data
+        rule = dict(data["sequential"])
+        if "enabled" not in rule:
+            return data
+        enabled = rule.pop("enabled")
+        if not isinstance(enabled, bool):
+            raise ValueError(f"sequential.enabled must be true or false, not {enabled!r} (now: mode)")
+        return {**data, "sequential": rule, "mode": "sequential" if enabled else "fixed"}
 
     @field_validator("items_buckets")
     @classmethod

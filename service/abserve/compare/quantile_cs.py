@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import betaln
 
+from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import Look, MetricLine
 from abserve.compare.policy import MetricRule, Policy
@@ -146,10 +147,6 @@ def tail_decision(diff: TailDifference, relative: float, absolute: float,
     return "open"
 
 
-def _bound(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def _ms(x: float) -> str:
     return "unbounded" if not math.isfinite(x) else f"{x * 1000:+.3f} ms"
 
@@ -178,7 +175,7 @@ def _paired_path(rule: MetricRule, base: list[float], cand: list[float], p: floa
     looks = []
     for n in counts:
         d = quantile_sequence(diffs[:n], p, alpha)
-        looks.append(Look(n=n, estimate=d.estimate, low=_bound(d.low), high=_bound(d.high)))
+        looks.append(Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high)))
     return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
 
 
@@ -201,7 +198,7 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 def _two_sample_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
                      counts: list[int]) -> tuple[list[Look], str]:
     path = [tail_difference(base[:n], cand[:n], p, alpha) for n in counts]
-    looks = [Look(n=n, estimate=d.estimate, low=_bound(d.low), high=_bound(d.high))
+    looks = [Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high))
              for n, d in zip(counts, path, strict=True)]
     decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction) \
         if path else "open"
@@ -224,10 +221,9 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     index = [position[rid] for rid in sample.request_ids]
     counts = sorted({sum(1 for i in index if i < e) for e in ends} - {0})
     paired = policy.sequential.tail_design == "paired"
-    line = MetricLine(name=rule.name, metric=rule.metric, statistic=rule.statistic, direction=rule.direction,
-                      critical=rule.critical, n=len(index), confidence=policy.confidence, kind="tail",
-                      outcome="inconclusive", reason="",
-                      method="anytime-quantile-paired" if paired else "anytime-quantile-two-sample")
+    line = gate_line(rule, len(index), policy)
+    line.kind = "tail"
+    line.method = "anytime-quantile-paired" if paired else "anytime-quantile-two-sample"
     path = _paired_path if paired else _two_sample_path
     line.trajectory, decision = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
     if len(index) < policy.min_samples or not counts:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from abserve.compare.anytime import rate_sequence
-from abserve.compare.model import EXIT_CODES, EqualityVerdict, MetricLine, Outcome
+from abserve.compare.model import EXIT_CODES, EqualityVerdict, Outcome
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
 from abserve.records import Exchange, RunInfo
@@ -59,21 +59,6 @@ def latency_outcome(
     if est_beyond:
         return "marginal", f"{span}: estimate beyond the {limit}, interval crosses it"
     return "inconclusive", f"{span}: interval reaches beyond the {limit}; more requests needed"
-
-
-def too_few(rule: MetricRule, n: int, policy: Policy) -> MetricLine:
-    """The line of a metric with fewer than ``min_samples`` pairs."""
-    return MetricLine(
-        name=rule.name,
-        metric=rule.metric,
-        statistic=rule.statistic,
-        direction=rule.direction,
-        critical=rule.critical,
-        n=n,
-        confidence=policy.confidence,
-        outcome="inconclusive",
-        reason=f"{n} paired requests, fewer than the {policy.min_samples} the policy requires",
-    )
 
 
 def equality_verdict(k: int, n: int, floor: tuple[int, int] | None, policy: Policy) -> EqualityVerdict:

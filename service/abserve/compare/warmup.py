@@ -10,22 +10,40 @@ output token, and time to first token per prompt token (so that requests with mo
 which take longer to prefill, do not look like a transient): the cut ``d``
 that minimises the standard error of the mean of what remains, searched over the first
 ``max_fraction`` of the series. The run is judged from the latest cut of any arm and kind.
-Pure.
+Both judgment paths first drop the policy's fixed warm-up (``drop_warmup``); the sequential one
+may cut more (``sequential.warmup: auto``). Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from abserve.compare.latency import RequestLatency
+from abserve.compare.policy import Policy
 from abserve.records import Exchange
 
 BATCH = 5
 METRICS = ("ttft", "tpot")
 Latencies = dict[str, dict[str, RequestLatency | None]]
+
+
+def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exchange], int]:
+    """Exchanges in start order minus the warm-up ones, and how many were dropped."""
+    ordered = sorted(exchanges, key=lambda ex: (ex.started_at, ex.request_id))
+    if not ordered:
+        return [], 0
+    cutoff = ordered[0].started_at + policy.warmup_seconds
+    kept = [ex for i, ex in enumerate(ordered) if i >= policy.warmup_requests and ex.started_at >= cutoff]
+    return kept, len(ordered) - len(kept)
+
+
+def fixed_warmup(ordered: list[Exchange], policy: Policy) -> tuple[list[Exchange], str]:
+    """The exchanges after the policy's fixed warm-up, and that sentence for the report."""
+    kept, fixed = drop_warmup(ordered, policy)
+    return kept, f"first {fixed} exchanges cut (fixed warm-up)"
 
 
 @dataclass(frozen=True)
@@ -96,3 +114,11 @@ def describe(cut: Cut, fixed: int) -> str:
         return f"first {fixed} exchanges cut (fixed warm-up); no longer transient detected"
     return (f"first {cut.index} exchanges cut: arm {cut.arm}'s {cut.metric} on {cut.kind} requests was "
             f"still settling until then (MSER-5); the fixed warm-up was {fixed}")
+
+
+def detected_warmup(ordered: list[Exchange], lat: Latencies, policy: Policy) -> tuple[list[Exchange], str]:
+    """The exchanges after the fixed warm-up and the compared arms' initial transient, and why."""
+    _, fixed = drop_warmup(ordered, policy)
+    arms = [policy.arms.baseline, policy.arms.candidate]
+    cut = transient_cut(ordered, lat, arms, policy.sequential.max_warmup_fraction)
+    return ordered[max(fixed, cut.index):], describe(cut, fixed)

@@ -90,13 +90,13 @@ def test_aa_tail_passes_with_enough_pairs_and_an_open_guard_blocks_nothing() -> 
     assert open_tail.outcome == "inconclusive"
     assert open_tail.guard
     assert not open_tail.critical
-    required = judged(run(40, seed=3), policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed",
+    required = judged(run(40, seed=3), policy(sequential={"look_every": 8, "warmup": "fixed",
                                                           "tails": "anytime", "tails_required": True}))
     assert next(m for m in required.metrics if m.name == "ttft.p95").critical
 
 
 def test_fixed_tails_keep_the_bootstrap_line() -> None:
-    j = judged(run(64), policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed"}))
+    j = judged(run(64), policy(sequential={"look_every": 8, "warmup": "fixed"}))
     tail = next(m for m in j.metrics if m.name == "ttft.p95")
     assert tail.kind == "shift"
     assert "not anytime-valid" in tail.reason

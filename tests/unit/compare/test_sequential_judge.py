@@ -25,7 +25,8 @@ def policy(**kw: object) -> Policy:
         "arms": {"baseline": "a", "candidate": "b", "floor": None},
         "min_samples": 20,
         "warmup_requests": 0,
-        "sequential": {"enabled": True, "look_every": 8, "warmup": "fixed"},
+        "mode": "sequential",
+        "sequential": {"look_every": 8, "warmup": "fixed"},
         "equality": {"resolution": 0.10},
         "metrics": [{"metric": "tpot", "allowed_relative": 0.05, "critical": True},
                     {"metric": "ttft", "allowed_relative": 0.05, "critical": True}],
@@ -98,8 +99,7 @@ def test_rare_interference_spikes_on_one_arm_do_not_decide_an_aa_run() -> None:
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")
     assert tpot.outcome == "pass"
     assert "3 of 96 pair differences winsorized" in tpot.reason
-    raw = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed",
-                                               "clip": 0}))
+    raw = judged(exchanges, policy(sequential={"look_every": 8, "warmup": "fixed", "clip": 0}))
     assert next(m for m in raw.metrics if m.name == "tpot.hl").outcome != "pass"
 
 
@@ -146,12 +146,11 @@ def test_improvement_and_per_item_gates_see_a_cost_that_grows_with_items() -> No
 
 def test_a_cold_arm_fails_the_old_judgment_and_is_cut_by_the_detected_warmup() -> None:
     exchanges = run(120, cold=40, seed=3)
-    old = judged(exchanges, policy(warmup_requests=4, sequential={"enabled": False}))
+    old = judged(exchanges, policy(warmup_requests=4, mode="fixed", sequential={}))
     # the fixed-count judgment blames the candidate for being cold (exit 1 or 2 blocks a release)
     assert old.verdict in ("fail", "marginal"), [m.reason for m in old.metrics]
     assert all(m.estimate is not None and m.estimate > (m.threshold or 0) for m in old.metrics)
-    auto = judged(exchanges, policy(warmup_requests=4, sequential={"enabled": True, "look_every": 8,
-                                                                   "warmup": "auto"}))
+    auto = judged(exchanges, policy(warmup_requests=4, sequential={"look_every": 8, "warmup": "auto"}))
     assert auto.exchanges_warmup >= 30
     assert "MSER-5" in auto.warmup_detail
     assert auto.verdict == "pass", [m.reason for m in auto.metrics]
@@ -165,14 +164,13 @@ def test_a_drift_halfway_makes_the_gate_unstable_unless_accepted() -> None:
     assert tpot.drift is not None
     assert tpot.drift.unstable
     assert guarded.verdict == "inconclusive"
-    accepted = judged(exchanges, policy(sequential={"enabled": True, "look_every": 8, "drift": "accept",
-                                                    "warmup": "fixed"}))
+    accepted = judged(exchanges, policy(sequential={"look_every": 8, "drift": "accept", "warmup": "fixed"}))
     assert line(accepted, "tpot.hl")[0] in ("pass", "fail", "marginal")
 
 
 def test_unknown_placement_needs_an_effect_beyond_the_assumed_bias() -> None:
     exchanges = run(96, shift=0.0012, placement=None)
-    p = policy(sequential={"enabled": True, "look_every": 8, "warmup": "fixed",
+    p = policy(sequential={"look_every": 8, "warmup": "fixed",
                            "unknown_placement_bias": {"tpot": 0.002}})
     j = judged(exchanges, p)
     tpot = next(m for m in j.metrics if m.name == "tpot.hl")

@@ -65,7 +65,7 @@ def test_a_required_stratum_must_pass_and_the_fixed_path_judges_strata_too() -> 
     assert line.critical
     assert line.outcome == "inconclusive"
     assert early.verdict == "inconclusive"
-    fixed = judged(run(320, dense=0.07), policy(sequential={"enabled": False}))
+    fixed = judged(run(320, dense=0.07), policy(mode="fixed", sequential={}))
     assert next(m for m in fixed.metrics if m.name == "ttft.stratum[dense]").outcome == "fail"
 
 

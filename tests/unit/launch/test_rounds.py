@@ -82,11 +82,11 @@ def test_budget_below_one_round_is_refused_before_anything_starts() -> None:
 def test_preflight_refuses_an_unknown_policy_key_and_an_empty_improvement_stratum(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"max_eror_rate|extra"):
         preflight(config(tmp_path, "max_eror_rate: 0.1\n"), None)
-    empty = "sequential: {enabled: true}\nimprovements: [{metric: tpot, min_items: 128}]\n"
+    empty = "mode: sequential\nimprovements: [{metric: tpot, min_items: 128}]\n"
     with pytest.raises(ValueError, match="no request of this load carries 128"):
         preflight(config(tmp_path, empty), None)  # images.count [8, 32]; the other profile fewer
-    policy, rounds = preflight(config(tmp_path, "sequential: {enabled: true}\n"), BudgetConfig(seconds=200))
-    assert policy.sequential.enabled
+    policy, rounds = preflight(config(tmp_path, "mode: sequential\n"), BudgetConfig(seconds=200))
+    assert policy.mode == "sequential"
     assert rounds is not None
     assert rounds.budget.seconds == 200
 
