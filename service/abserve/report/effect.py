@@ -24,6 +24,7 @@ from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
 from abserve.report import svg_log
 from abserve.report.svg import COLORS
+from abserve.units import ms
 
 METRICS = ("tpot", "ttft")
 NAMES = {"tpot": "TPOT (time per output token)", "ttft": "TTFT (time to first token)"}
@@ -109,7 +110,7 @@ def buckets(j: Judgment, metric: str) -> tuple[list[Bucket], list[str]]:
             continue
         x = bucket_x(r.group)
         if x is None:
-            shift = f"{r.estimate * 1e3:+.3f} ms"
+            shift = ms(r.estimate)
             left.append(f"{r.group} images ({r.n} pairs, {shift}): not on the log axis")
         else:
             placed.append(Bucket(r.group, x, r.n, r.estimate, r.low, r.high))
@@ -200,11 +201,9 @@ def lookup_chart(rows: list[LookupRow], span: tuple[float, float] | None,
 
 def tail_words(m: MetricLine) -> str:
     """An anytime tail gate in words: its interval and allowance."""
-    low = "unbounded" if m.low is None else f"{m.low * 1e3:+.3f}"
-    high = "unbounded" if m.high is None else f"{m.high * 1e3:+.3f}"
+    low, high = (ms(v, unit=False, missing="unbounded") for v in (m.low, m.high))
     span = f"[{low}, {high}] ms"
-    est = "n/a" if m.estimate is None else f"{m.estimate * 1e3:+.3f} ms"
-    allowed = "n/a" if m.threshold is None else f"{m.threshold * 1e3:.3f} ms"
+    est, allowed = ms(m.estimate), ms(m.threshold, signed=False)
     return f"{m.metric.upper()} {m.statistic} (paired, anytime-valid): {est} {span}, allowed {allowed}"
 
 

@@ -11,12 +11,13 @@ Pure: everything comes from the ``Judgment``; the golden tests pin the exact wor
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from functools import partial
 
 from abserve.compare.model import Judgment, MetricLine
 from abserve.report.effect import failing_strata
 from abserve.report.views import stop_sentence
+from abserve.units import ms
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
         "e2e": "end to end"}
@@ -51,8 +52,7 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _ms(v: float | None) -> str:
-    return "n/a" if v is None or not math.isfinite(v) else f"{v * 1e3:+.3f}"
+_ms = partial(ms, unit=False)  # the sentence writes the unit once, after the interval
 
 
 def _us(v: float) -> str:
@@ -112,7 +112,7 @@ def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     span = f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]"
     if m.low is None and m.high is None:
         span = f"{_ms(m.estimate)} ms, not yet bounded"
-    allowed = "n/a" if m.threshold is None else f"{m.threshold * 1e3:+.3f} ms"
+    allowed = ms(m.threshold)
     if m.outcome == "pass":
         text = f"{_cap(cand)} is not slower {what}: {span}, allowed {allowed}."
     elif m.outcome == "fail":
