@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abserve.units import ms, scaled
+from abserve.units import ms, scaled, us
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), [
@@ -34,6 +34,7 @@ def test_a_missing_value_is_the_missing_word_alone_never_with_a_unit(missing_val
     assert ms(missing_value) == "n/a"
     assert ms(missing_value, unit=False, missing="unbounded") == "unbounded"
     assert scaled(missing_value, 1e6, 2) == "n/a"
+    assert us(missing_value) == "n/a"
 
 
 def test_scaled_uses_the_scale_and_places_given() -> None:
@@ -45,3 +46,9 @@ def test_scaled_uses_the_scale_and_places_given() -> None:
 def test_ms_is_scaled_by_a_thousand_with_its_unit(seconds: float) -> None:
     assert ms(seconds) == scaled(seconds, 1e3, 3) + " ms"
     assert float(ms(seconds, unit=False)) == pytest.approx(seconds * 1e3, abs=5e-4)
+
+
+def test_us_writes_seconds_as_microseconds_with_two_places_unless_told() -> None:
+    assert us(0.0000123) == "+12.30 µs"
+    assert us(-0.0000123, places=3, unit=False) == "-12.300"
+    assert us(0.0000123, signed=False) == "12.30 µs"

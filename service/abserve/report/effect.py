@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 from markupsafe import Markup
 
@@ -24,7 +25,7 @@ from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
 from abserve.report import svg_log
 from abserve.report.svg import COLORS
-from abserve.units import ms
+from abserve.units import ms, us
 
 METRICS = ("tpot", "ttft")
 NAMES = {"tpot": "TPOT (time per output token)", "ttft": "TTFT (time to first token)"}
@@ -117,11 +118,14 @@ def buckets(j: Judgment, metric: str) -> tuple[list[Bucket], list[str]]:
     return sorted(placed, key=lambda b: b.x), left
 
 
+_us3 = partial(us, places=3, unit=False)  # "µs per image" follows the number or the interval
+
+
 def trend_words(t: TrendLine | None) -> str:
     if t is None:
         return "No trend fitted (fewer than 3 pairs or a single images-per-request value)."
-    return (f"Fitted trend (Theil-Sen, {t.n} pairs): {t.slope * 1e6:+.3f} µs per image "
-            f"[{t.low * 1e6:+.3f}, {t.high * 1e6:+.3f}]"
+    return (f"Fitted trend (Theil-Sen, {t.n} pairs): {_us3(t.slope)} µs per image "
+            f"[{_us3(t.low)}, {_us3(t.high)}]"
             + ("" if t.intercept is not None else " (no intercept recorded: line not drawn)") + ".")
 
 
@@ -132,9 +136,9 @@ def gate_words(j: Judgment, metric: str) -> str:
         return ""
     kind = "anytime-valid" if gate.trajectory else "fixed-sample"
     bounds = ("not yet bounded" if gate.low is None or gate.high is None
-              else f"[{gate.low * 1e6:+.3f}, {gate.high * 1e6:+.3f}]")
+              else f"[{_us3(gate.low)}, {_us3(gate.high)}]")
     return (f" The per-image gate ({kind} interval, the one the verdict uses): "
-            f"{gate.estimate * 1e6:+.3f} µs per image {bounds}, {gate.outcome}.")
+            f"{_us3(gate.estimate)} µs per image {bounds}, {gate.outcome}.")
 
 
 def lookup_rows(j: Judgment) -> list[LookupRow]:
@@ -166,12 +170,12 @@ def panel(j: Judgment, metric: str, span: tuple[float, float] | None) -> Panel:
         return Panel(metric, None, f"{NAMES[metric]}: no effect curve: {why}.", words, placed, left)
     points = [svg_log.XPoint(b.x, b.estimate * 1e3, None if b.low is None else b.low * 1e3,
                              None if b.high is None else b.high * 1e3,
-                             f"{b.label} images, {b.n} pairs: {b.estimate * 1e3:+.4f} ms")
+                             f"{b.label} images, {b.n} pairs: {ms(b.estimate, places=4)}")
               for b in placed]
     curves = []
     if trend is not None and trend.intercept is not None:
         a, s = trend.intercept, trend.slope
-        curves.append(svg_log.XCurve(f"fitted trend {s * 1e6:+.2f} µs per image",
+        curves.append(svg_log.XCurve(f"fitted trend {us(s)} per image",
                                      lambda x: (a + s * x) * 1e3, "#d62728"))
     chart = svg_log.draw(svg_log.Chart(
         f"{NAMES[metric]}: paired difference (candidate - baseline) by images per request",

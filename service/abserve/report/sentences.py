@@ -17,7 +17,7 @@ from functools import partial
 from abserve.compare.model import Judgment, MetricLine
 from abserve.report.effect import failing_strata
 from abserve.report.views import stop_sentence
-from abserve.units import ms
+from abserve.units import ms, us
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
         "e2e": "end to end"}
@@ -56,7 +56,8 @@ _ms = partial(ms, unit=False)  # the sentence writes the unit once, after the in
 
 
 def _us(v: float) -> str:
-    return f"{abs(v) * 1e6:.2f}"
+    """A magnitude in µs, no sign: the words around it say saves or costs."""
+    return us(abs(v), signed=False, unit=False)
 
 
 def _rate(v: float | None) -> str:
@@ -137,8 +138,8 @@ def _per_image_phrase(slope: float, low: float, high: float, metric: str, cand: 
         return f"{cand} saves {_us(slope)} µs {what} [{_us(high)}, {_us(low)}]"
     if low > 0:
         return f"{cand} costs {_us(slope)} µs more {what} [{_us(low)}, {_us(high)}]"
-    return (f"no difference {NODIFF_WHAT[metric]} is shown ({slope * 1e6:+.2f} µs "
-            f"[{low * 1e6:+.2f}, {high * 1e6:+.2f}])")
+    return (f"no difference {NODIFF_WHAT[metric]} is shown ({us(slope)} "
+            f"[{us(low, unit=False)}, {us(high, unit=False)}])")
 
 
 def per_image_sentence(j: Judgment) -> Sentence | None:

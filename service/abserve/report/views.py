@@ -259,7 +259,7 @@ def _refs(m: MetricLine, j: Judgment) -> list[svg.Reference]:
     refs: list[svg.Reference] = []
     thr = m.threshold
     if thr is not None and m.kind == "shift":
-        shown = f"{thr * scale:.3f} {name}"
+        shown = f"{scaled(thr, scale, 3, signed=False)} {name}"
         if m.direction in ("increase", "either"):
             refs.append(svg.Reference(thr * scale, f"allowed increase +{shown}"))
         if m.direction in ("decrease", "either"):
@@ -269,10 +269,11 @@ def _refs(m: MetricLine, j: Judgment) -> list[svg.Reference]:
             refs.append(svg.Reference((thr + bias) * scale, "allowance + assumed placement bias",
                                       "#d62728", "2,3"))
     elif thr is not None and m.kind == "improvement":
-        claim = "claim: faster than the baseline" if thr == 0 else f"claim: faster by ≥ {-thr * scale:.3f} ms"
+        faster = scaled(-thr, scale, 3, signed=False)
+        claim = "claim: faster than the baseline" if thr == 0 else f"claim: faster by ≥ {faster} ms"
         refs.append(svg.Reference(thr * scale, claim, "#2ca02c"))
     elif thr is not None:
-        refs.append(svg.Reference(thr * scale, f"allowed {thr * scale:+.2f} {name}"))
+        refs.append(svg.Reference(thr * scale, f"allowed {scaled(thr, scale, 2)} {name}"))
     if all(abs(r.value) > 1e-12 for r in refs):
         refs.append(svg.Reference(0.0, "", "#999", "1,2"))
     return refs
@@ -308,8 +309,9 @@ def gate_view(m: MetricLine, j: Judgment) -> GateView:
         if len(dpoints) >= 2:
             refs = []
             if m.threshold:
-                refs = [svg.Reference(m.threshold * scale, f"+allowance {m.threshold * scale:.3f} {name}"),
-                        svg.Reference(-m.threshold * scale, f"−allowance {m.threshold * scale:.3f} {name}")]
+                shown = f"{scaled(m.threshold, scale, 3, signed=False)} {name}"
+                refs = [svg.Reference(m.threshold * scale, f"+allowance {shown}"),
+                        svg.Reference(-m.threshold * scale, f"−allowance {shown}")]
             refs.append(svg.Reference(0.0, "", "#999", "1,2"))
             drift_chart = svg.trajectory(
                 dpoints, refs, f"{m.name} drift over the run: {state}",
