@@ -52,7 +52,7 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-_ms = partial(ms, unit=False)  # the sentence writes the unit once, after the interval
+_ms = partial(ms, unit=False)  # an interval's bounds: the unit is written once, after the estimate
 
 
 def _us(v: float) -> str:
@@ -110,9 +110,9 @@ def equality_sentence(j: Judgment) -> Sentence:
 def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     cand = arm_label(j, "candidate")
     what = WHAT.get(m.metric, f"on {m.metric}")
-    span = f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]"
+    span = f"{ms(m.estimate)} [{_ms(m.low)}, {_ms(m.high)}]"
     if m.low is None and m.high is None:
-        span = f"{_ms(m.estimate)} ms, not yet bounded"
+        span = f"{ms(m.estimate)}, not yet bounded"
     allowed = ms(m.threshold)
     if m.outcome == "pass":
         text = f"{_cap(cand)} is not slower {what}: {span}, allowed {allowed}."
@@ -163,7 +163,7 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
     for m in claims:
         where = "overall" if not m.stratum else "on requests with " + m.stratum.replace(
             ">=", "≥").replace("items", "images")
-        span = (f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]" if m.estimate is not None
+        span = (f"{ms(m.estimate)} [{_ms(m.low)}, {_ms(m.high)}]" if m.estimate is not None
                 else "no estimate yet")
         state = {"pass": f"it is proven faster {WHAT.get(m.metric, m.metric)}",
                  "fail": f"it is proven not faster {WHAT.get(m.metric, m.metric)}"}.get(
