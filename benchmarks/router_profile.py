@@ -34,12 +34,13 @@ from benchmarks.router_overhead import make_body
 from tests.support.fake_upstream import Knobs, _Answer
 from tests.support.router_server import dev_settings
 
+from abserve.event_stream import SSEParser
 from abserve.records import ArmOutcome, Exchange, RunInfo
 from abserve.router.app import arm_payload
 from abserve.router.augment import augment
 from abserve.router.metrics import RouterMetrics
 from abserve.router.settings import RouterSettings
-from abserve.router.sse import SSEParser, Transcript
+from abserve.router.sse import Transcript
 from abserve.router.validation import (
     _check_parts,
     check_depth,

@@ -14,6 +14,7 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
+from abserve.event_stream import payloads
 from abserve.store import Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,11 +45,8 @@ def routed(pair: tuple[FakeUpstream, FakeUpstream],
 
 
 def _sse_chunks(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.split("\n"):
-        if line.startswith("data: ") and line != "data: [DONE]":
-            out.append(orjson.loads(line[6:]))
-    return out
+    """Each complete event's JSON, ``[DONE]`` left out (the splitter the router itself uses)."""
+    return [orjson.loads(p) for p in payloads(text.encode()) if p != b"[DONE]"]
 
 
 def _without_ids(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:

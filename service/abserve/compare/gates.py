@@ -37,12 +37,9 @@ from abserve.compare.sequential import (
 )
 from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.records import Exchange
+from abserve.units import ms, us
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x * 1000:+.3f} ms"
 
 
 def _lo(look: Look) -> float:
@@ -93,8 +90,8 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     drift = _drift(design, threshold, policy)
     if drift.unstable and outcome in DECIDED:
         outcome = "unstable"
-        reason += (f"; but the difference drifted by {_ms(drift.estimate)} [{_ms(drift.low)}, "
-                   f"{_ms(drift.high)}] over the run, beyond the allowance: not stable enough to decide")
+        reason += (f"; but the difference drifted by {ms(drift.estimate)} [{ms(drift.low)}, "
+                   f"{ms(drift.high)}] over the run, beyond the allowance: not stable enough to decide")
     line.statistic, line.outcome, line.reason, line.threshold = "mean", outcome, reason, threshold
     line.baseline_value, line.candidate_value = base_v, base_v + _est(last)
     line.estimate, line.low, line.high = last.estimate, last.low, last.high
@@ -118,8 +115,8 @@ def _unknown_placement(rule: MetricRule, outcome: Outcome, reason: str, last: Lo
         return outcome, reason
     strict, _ = latency_outcome(rule, _est(last), _lo(last), _hi(last), threshold + bias)
     if strict == "fail":
-        return "fail", reason + f", and the shift exceeds the allowance by more than its bias ({_ms(bias)})"
-    return "inconclusive", reason + f": a shift this small could be the placement's bias ({_ms(bias)})"
+        return "fail", reason + f", and the shift exceeds the allowance by more than its bias ({ms(bias)})"
+    return "inconclusive", reason + f": a shift this small could be the placement's bias ({ms(bias)})"
 
 
 def _drift(design: Design, threshold: float, policy: Policy) -> Drift:
@@ -146,8 +143,8 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = last[-1]
     low, high = _lo(end), _hi(end)
-    span = f"{_ms(end.estimate)} [{_ms(low)}, {_ms(high)}]"
-    claim = f"faster by at least {rule.at_least * 1000:.3f} ms"
+    span = f"{ms(end.estimate)} [{ms(low)}, {ms(high)}]"
+    claim = f"faster by at least {ms(rule.at_least, signed=False)}"
     if high < -rule.at_least:
         line.outcome, line.reason = "pass", f"{span}: improvement proven ({claim})"
     elif low > -rule.at_least:
@@ -172,8 +169,8 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = path[-1]
     low, high = _lo(end), _hi(end)
-    span = f"{_us(end.estimate)} [{_us(low)}, {_us(high)}] per item"
-    limit = f"allowed {_us(rule.allowed)} per item"
+    span = f"{us(end.estimate)} [{us(low)}, {us(high)}] per item"
+    limit = f"allowed {us(rule.allowed)} per item"
     if high <= rule.allowed:
         line.outcome, line.reason = "pass", f"{span}: within the {limit}"
     elif low > rule.allowed:
@@ -183,10 +180,6 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
     line.method, line.trajectory = "anytime-regression", _looks(path)
     return line
-
-
-def _us(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x * 1e6:+.2f} µs"
 
 
 def stop_now(gates: Iterable[tuple[str, bool, Outcome]]) -> bool:

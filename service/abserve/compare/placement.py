@@ -19,6 +19,7 @@ from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import hodges_lehmann
 from abserve.compare.verdict import latency_outcome
 from abserve.records import Exchange
+from abserve.units import ms
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
 ADVICE = "run more blocks, put fewer arms per core, or use a bigger machine"
@@ -85,8 +86,9 @@ def bias_guard(rule: MetricRule, outcome: Outcome, reason: str, shift: BlockedSh
         return outcome, reason
     robust, _ = latency_outcome(rule, shift.estimate, shift.low - bias, shift.high + bias, threshold)
     if robust == outcome:
-        return outcome, f"{reason}; holds even if the placement bias ({bias * 1000:.3f} ms) had not cancelled"
+        shown = ms(bias, signed=False)
+        return outcome, f"{reason}; holds even if the placement bias ({shown}) had not cancelled"
     return "inconclusive", (
-        f"{reason}; but the placement bias {bias * 1000:.3f} ms ({shift.bias_placement}) is "
+        f"{reason}; but the placement bias {ms(bias, signed=False)} ({shift.bias_placement}) is "
         f"{bias / threshold:.0%} of the threshold, so the outcome depends on it cancelling; {ADVICE}"
     )

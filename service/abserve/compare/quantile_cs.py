@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy.special import betaln
@@ -46,6 +47,7 @@ from abserve.compare.model import Look, MetricLine
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.verdict import threshold_for
 from abserve.records import Exchange
+from abserve.units import ms
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
 
@@ -147,8 +149,7 @@ def tail_decision(diff: TailDifference, relative: float, absolute: float,
     return "open"
 
 
-def _ms(x: float) -> str:
-    return "unbounded" if not math.isfinite(x) else f"{x * 1000:+.3f} ms"
+_ms = partial(ms, missing="unbounded")  # an infinite side of an interval is unbounded
 
 
 def paired_excess(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
@@ -236,7 +237,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     line.relative = (line.candidate_value - base_v) / base_v if base_v else None
     line.threshold = threshold_for(rule, base_v)
     span = f"{_ms(last.estimate or 0.0)} [{_ms(_inf(last.low, -1))}, {_ms(_inf(last.high, 1))}]"
-    allowed = f"{rule.allowed_relative:.0%}" + (f" or {rule.allowed_absolute * 1000:.3f} ms"
+    allowed = f"{rule.allowed_relative:.0%}" + (f" or {ms(rule.allowed_absolute, signed=False)}"
                                                  if rule.allowed_absolute else "")
     if paired:
         what = (f"{rule.statistic} of the per-request difference {span}; "

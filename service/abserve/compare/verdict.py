@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,10 +23,7 @@ from abserve.compare.model import EXIT_CODES, EqualityVerdict, Outcome
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
 from abserve.records import Exchange, RunInfo
-
-
-def _fmt(seconds: float | None) -> str:
-    return "n/a" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1000:+.3f} ms"
+from abserve.units import ms
 
 
 def threshold_for(rule: MetricRule, baseline_value: float | None) -> float:
@@ -40,8 +36,8 @@ def latency_outcome(
     rule: MetricRule, estimate: float, low: float, high: float, threshold: float
 ) -> tuple[Outcome, str]:
     """Classify one latency interval against its threshold in the rule's bad direction."""
-    span = f"{_fmt(estimate)} [{_fmt(low)}, {_fmt(high)}]"
-    limit = f"allowed {rule.direction} {threshold * 1000:.3f} ms"
+    span = f"{ms(estimate)} [{ms(low)}, {ms(high)}]"
+    limit = f"allowed {rule.direction} {ms(threshold, signed=False)}"
     if rule.direction == "either":
         within, beyond = (
             -threshold <= low and high <= threshold,

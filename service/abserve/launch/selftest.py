@@ -8,7 +8,8 @@ change is reported as measured, the correctness mutant must fail on equality nam
 divergent request and position, and the slowness mutant must fail on latency with its injected
 effect inside the reported interval. Each check judges the same stored records with its own
 arm roles (``policy.arms``), writes its own report, and the whole selftest writes
-``selftest.json`` and ``selftest.md`` (a table of expected vs actual verdicts). Exit 0 only if
+``selftest.json`` and ``selftest.md`` (a table of expected vs actual verdicts, rendered by
+``abserve.report.selftest_md``). Exit 0 only if
 every expectation holds; 1 if one does not; 3 if an experiment could not run.
 """
 
@@ -21,13 +22,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
-from rich.table import Table
 
 from abserve.compare import load_policy
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.config_paths import rebase_selftest
 from abserve.launch.selftest_checks import CheckResult, CheckSpec, evaluate
 from abserve.packaged import resolve_config
+from abserve.report.selftest_md import results_markdown, results_table
 
 SELFTEST_SCHEMA_VERSION = 1
 EXIT_OK, EXIT_EXPECTATION, EXIT_NOT_RUN = 0, 1, 3
@@ -187,30 +188,6 @@ def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool =
 
 
 def write_results(result: SelftestResult, out: Path) -> None:
+    """``selftest.json`` (the result as data) and ``selftest.md`` (``abserve.report.selftest_md``)."""
     (out / "selftest.json").write_text(json.dumps(result.model_dump(mode="json"), indent=2))
     (out / "selftest.md").write_text(results_markdown(result))
-
-
-def results_markdown(result: SelftestResult) -> str:
-    """The expected-vs-actual table, then each check's evidence."""
-    lines = ["# abserve selftest", "", f"Result: **{'OK' if result.ok else 'FAILED'}** "
-             f"(exit {result.exit_code}); policy `{result.policy}`.", "",
-             "| check | arms | expected | verdict | holds |", "|---|---|---|---|---|"]
-    lines += [f"| {c.name} | {c.arms} | {c.expected} | {c.verdict} | {'yes' if c.holds else 'NO'} |"
-              for c in result.checks]
-    lines += ["", "| experiment | run | seconds | error |", "|---|---|---|---|"]
-    lines += [f"| {e.name} | {e.run_id or '-'} | {e.seconds:.0f} | {e.error or ''} |"
-              for e in result.experiments]
-    for c in result.checks:
-        lines += ["", f"## {c.name}: {c.arms}, expected {c.expected}, got {c.verdict}", ""]
-        lines += [f"- {d}" for d in c.details]
-    return "\n".join(lines) + "\n"
-
-
-def results_table(result: SelftestResult) -> Table:
-    table = Table(title="abserve selftest: expected vs actual")
-    for column in ("check", "arms", "expected", "verdict", "holds"):
-        table.add_column(column, no_wrap=True)
-    for c in result.checks:
-        table.add_row(c.name, c.arms, c.expected, c.verdict, "[green]yes[/]" if c.holds else "[red]NO[/]")
-    return table

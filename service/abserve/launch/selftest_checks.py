@@ -23,12 +23,16 @@ trustworthy service must say:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from abserve.compare.model import Judgment, MetricLine
 from abserve.records import LookupTelemetry
+from abserve.units import ms
+
+_ms = partial(ms, signed=False)  # "1.234 ms": magnitudes, the words say which way
 
 Expect = Literal["pass", "measured", "fail-equality", "fail-latency"]
 
@@ -93,10 +97,6 @@ def injected_effect(baseline: LookupTelemetry, mutant: LookupTelemetry,
 
 def _line(judgment: Judgment, name: str) -> MetricLine | None:
     return next((m for m in judgment.metrics if m.name == name), None)
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1000:.3f} ms"
 
 
 def _summary(judgment: Judgment) -> list[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from abserve import exit_codes
+from abserve.units import ms
 
 if TYPE_CHECKING:
     from abserve.compare import Judgment, Policy
@@ -205,8 +206,9 @@ def plan_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(USAGE_ERROR) from exc
     typer.echo(
-        f"{p.metric}: pilot {p.pilot_pairs} pairs, paired spread {p.pilot_sigma * 1000:.4f} ms; "
-        f"to detect {p.effect * 1000:.4f} ms at {p.confidence:.0%} confidence with "
+        f"{p.metric}: pilot {p.pilot_pairs} pairs, "
+        f"paired spread {ms(p.pilot_sigma, signed=False, places=4)}; "
+        f"to detect {ms(p.effect, signed=False, places=4)} at {p.confidence:.0%} confidence with "
         f"{p.power:.0%} power: {p.requests_needed} requests (after warm-up)"
     )
     if p.requests_for_mismatch is not None:

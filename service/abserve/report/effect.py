@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 from markupsafe import Markup
 
@@ -24,6 +25,7 @@ from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
 from abserve.report import svg_log
 from abserve.report.svg import COLORS
+from abserve.units import ms, us
 
 METRICS = ("tpot", "ttft")
 NAMES = {"tpot": "TPOT (time per output token)", "ttft": "TTFT (time to first token)"}
@@ -109,18 +111,21 @@ def buckets(j: Judgment, metric: str) -> tuple[list[Bucket], list[str]]:
             continue
         x = bucket_x(r.group)
         if x is None:
-            shift = f"{r.estimate * 1e3:+.3f} ms"
+            shift = ms(r.estimate)
             left.append(f"{r.group} images ({r.n} pairs, {shift}): not on the log axis")
         else:
             placed.append(Bucket(r.group, x, r.n, r.estimate, r.low, r.high))
     return sorted(placed, key=lambda b: b.x), left
 
 
+_us3 = partial(us, places=3, unit=False)  # "µs per image" follows the number or the interval
+
+
 def trend_words(t: TrendLine | None) -> str:
     if t is None:
         return "No trend fitted (fewer than 3 pairs or a single images-per-request value)."
-    return (f"Fitted trend (Theil-Sen, {t.n} pairs): {t.slope * 1e6:+.3f} µs per image "
-            f"[{t.low * 1e6:+.3f}, {t.high * 1e6:+.3f}]"
+    return (f"Fitted trend (Theil-Sen, {t.n} pairs): {_us3(t.slope)} µs per image "
+            f"[{_us3(t.low)}, {_us3(t.high)}]"
             + ("" if t.intercept is not None else " (no intercept recorded: line not drawn)") + ".")
 
 
@@ -131,9 +136,9 @@ def gate_words(j: Judgment, metric: str) -> str:
         return ""
     kind = "anytime-valid" if gate.trajectory else "fixed-sample"
     bounds = ("not yet bounded" if gate.low is None or gate.high is None
-              else f"[{gate.low * 1e6:+.3f}, {gate.high * 1e6:+.3f}]")
+              else f"[{_us3(gate.low)}, {_us3(gate.high)}]")
     return (f" The per-image gate ({kind} interval, the one the verdict uses): "
-            f"{gate.estimate * 1e6:+.3f} µs per image {bounds}, {gate.outcome}.")
+            f"{_us3(gate.estimate)} µs per image {bounds}, {gate.outcome}.")
 
 
 def lookup_rows(j: Judgment) -> list[LookupRow]:
@@ -165,12 +170,12 @@ def panel(j: Judgment, metric: str, span: tuple[float, float] | None) -> Panel:
         return Panel(metric, None, f"{NAMES[metric]}: no effect curve: {why}.", words, placed, left)
     points = [svg_log.XPoint(b.x, b.estimate * 1e3, None if b.low is None else b.low * 1e3,
                              None if b.high is None else b.high * 1e3,
-                             f"{b.label} images, {b.n} pairs: {b.estimate * 1e3:+.4f} ms")
+                             f"{b.label} images, {b.n} pairs: {ms(b.estimate, places=4)}")
               for b in placed]
     curves = []
     if trend is not None and trend.intercept is not None:
         a, s = trend.intercept, trend.slope
-        curves.append(svg_log.XCurve(f"fitted trend {s * 1e6:+.2f} µs per image",
+        curves.append(svg_log.XCurve(f"fitted trend {us(s)} per image",
                                      lambda x: (a + s * x) * 1e3, "#d62728"))
     chart = svg_log.draw(svg_log.Chart(
         f"{NAMES[metric]}: paired difference (candidate - baseline) by images per request",
@@ -200,11 +205,9 @@ def lookup_chart(rows: list[LookupRow], span: tuple[float, float] | None,
 
 def tail_words(m: MetricLine) -> str:
     """An anytime tail gate in words: its interval and allowance."""
-    low = "unbounded" if m.low is None else f"{m.low * 1e3:+.3f}"
-    high = "unbounded" if m.high is None else f"{m.high * 1e3:+.3f}"
+    low, high = (ms(v, unit=False, missing="unbounded") for v in (m.low, m.high))
     span = f"[{low}, {high}] ms"
-    est = "n/a" if m.estimate is None else f"{m.estimate * 1e3:+.3f} ms"
-    allowed = "n/a" if m.threshold is None else f"{m.threshold * 1e3:.3f} ms"
+    est, allowed = ms(m.estimate), ms(m.threshold, signed=False)
     return f"{m.metric.upper()} {m.statistic} (paired, anytime-valid): {est} {span}, allowed {allowed}"
 
 

@@ -11,12 +11,13 @@ Pure: everything comes from the ``Judgment``; the golden tests pin the exact wor
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from functools import partial
 
 from abserve.compare.model import Judgment, MetricLine
 from abserve.report.effect import failing_strata
 from abserve.report.views import stop_sentence
+from abserve.units import ms, us
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
         "e2e": "end to end"}
@@ -51,12 +52,12 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _ms(v: float | None) -> str:
-    return "n/a" if v is None or not math.isfinite(v) else f"{v * 1e3:+.3f}"
+_ms = partial(ms, unit=False)  # an interval's bounds: the unit is written once, after the estimate
 
 
 def _us(v: float) -> str:
-    return f"{abs(v) * 1e6:.2f}"
+    """A magnitude in µs, no sign: the words around it say saves or costs."""
+    return us(abs(v), signed=False, unit=False)
 
 
 def _rate(v: float | None) -> str:
@@ -109,10 +110,10 @@ def equality_sentence(j: Judgment) -> Sentence:
 def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     cand = arm_label(j, "candidate")
     what = WHAT.get(m.metric, f"on {m.metric}")
-    span = f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]"
+    span = f"{ms(m.estimate)} [{_ms(m.low)}, {_ms(m.high)}]"
     if m.low is None and m.high is None:
-        span = f"{_ms(m.estimate)} ms, not yet bounded"
-    allowed = "n/a" if m.threshold is None else f"{m.threshold * 1e3:+.3f} ms"
+        span = f"{ms(m.estimate)}, not yet bounded"
+    allowed = ms(m.threshold)
     if m.outcome == "pass":
         text = f"{_cap(cand)} is not slower {what}: {span}, allowed {allowed}."
     elif m.outcome == "fail":
@@ -137,8 +138,8 @@ def _per_image_phrase(slope: float, low: float, high: float, metric: str, cand: 
         return f"{cand} saves {_us(slope)} µs {what} [{_us(high)}, {_us(low)}]"
     if low > 0:
         return f"{cand} costs {_us(slope)} µs more {what} [{_us(low)}, {_us(high)}]"
-    return (f"no difference {NODIFF_WHAT[metric]} is shown ({slope * 1e6:+.2f} µs "
-            f"[{low * 1e6:+.2f}, {high * 1e6:+.2f}])")
+    return (f"no difference {NODIFF_WHAT[metric]} is shown ({us(slope)} "
+            f"[{us(low, unit=False)}, {us(high, unit=False)}])")
 
 
 def per_image_sentence(j: Judgment) -> Sentence | None:
@@ -162,7 +163,7 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
     for m in claims:
         where = "overall" if not m.stratum else "on requests with " + m.stratum.replace(
             ">=", "≥").replace("items", "images")
-        span = (f"{_ms(m.estimate)} ms [{_ms(m.low)}, {_ms(m.high)}]" if m.estimate is not None
+        span = (f"{ms(m.estimate)} [{_ms(m.low)}, {_ms(m.high)}]" if m.estimate is not None
                 else "no estimate yet")
         state = {"pass": f"it is proven faster {WHAT.get(m.metric, m.metric)}",
                  "fail": f"it is proven not faster {WHAT.get(m.metric, m.metric)}"}.get(

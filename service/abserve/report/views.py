@@ -24,6 +24,7 @@ from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
 from abserve.report.effect import failing_strata
 from abserve.report.restarts import restart_statement, router_restarts
+from abserve.units import ms, scaled
 
 
 def is_per_item(m: MetricLine) -> bool:
@@ -35,12 +36,6 @@ def unit(m: MetricLine) -> tuple[str, float]:
     return ("µs per item", 1e6) if is_per_item(m) else ("ms", 1e3)
 
 
-def _num(v: float | None, scale: float, digits: int, sign: bool = True) -> str:
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    return f"{v * scale:{'+' if sign else ''}.{digits}f}"
-
-
 def _digits(m: MetricLine) -> int:
     return 2 if is_per_item(m) else 3
 
@@ -50,7 +45,7 @@ def value(m: MetricLine, v: float | None, sign: bool = True) -> str:
     if v is None or not math.isfinite(v):
         return "n/a"
     name, scale = unit(m)
-    return f"{_num(v, scale, _digits(m), sign)} {name}"
+    return f"{scaled(v, scale, _digits(m), signed=sign)} {name}"
 
 
 def interval(m: MetricLine, low: float | None, high: float | None) -> str:
@@ -58,8 +53,8 @@ def interval(m: MetricLine, low: float | None, high: float | None) -> str:
     if low is None and high is None:
         return "not yet bounded" if m.trajectory else "n/a"
     name, scale = unit(m)
-    lo = "−∞" if low is None else _num(low, scale, _digits(m))
-    hi = "+∞" if high is None else _num(high, scale, _digits(m))
+    lo = "−∞" if low is None else scaled(low, scale, _digits(m))
+    hi = "+∞" if high is None else scaled(high, scale, _digits(m))
     return f"[{lo}, {hi}] {name}"
 
 
@@ -69,7 +64,7 @@ def span(m: MetricLine, est: float | None, low: float | None, high: float | None
         return interval(m, low, high)
     if low is None and high is None:
         return f"{value(m, est)} (not yet bounded)"
-    return f"{_num(est, unit(m)[1], _digits(m))} {interval(m, low, high)}"
+    return f"{scaled(est, unit(m)[1], _digits(m))} {interval(m, low, high)}"
 
 
 def threshold(m: MetricLine) -> str:
@@ -77,7 +72,7 @@ def threshold(m: MetricLine) -> str:
     if m.threshold is None:
         return "n/a"
     if m.kind == "improvement":
-        return f"faster by ≥ {_num(-m.threshold, 1e3, 3, sign=False)} ms"
+        return f"faster by ≥ {ms(-m.threshold, signed=False)}"
     if is_per_item(m):
         return f"≤ {value(m, m.threshold)}"
     return f"{m.direction} {value(m, m.threshold, sign=False)}"
@@ -208,7 +203,7 @@ def placement_statement(j: Judgment) -> str | None:
     if not biases:
         return text + ("This policy assumes no placement bias (sequential.unknown_placement_bias is "
                        "empty), so a latency fail here may be the placement's doing.")
-    shown = ", ".join(f"{k} {v * 1000:.3f} ms" for k, v in sorted(biases.items()))
+    shown = ", ".join(f"{k} {ms(v, signed=False)}" for k, v in sorted(biases.items()))
     return text + (f"A latency gate fails only when its effect exceeds the allowance plus the assumed "
                    f"placement bias ({shown}; policy sequential.unknown_placement_bias).")
 
@@ -264,7 +259,7 @@ def _refs(m: MetricLine, j: Judgment) -> list[svg.Reference]:
     refs: list[svg.Reference] = []
     thr = m.threshold
     if thr is not None and m.kind == "shift":
-        shown = f"{thr * scale:.3f} {name}"
+        shown = f"{scaled(thr, scale, 3, signed=False)} {name}"
         if m.direction in ("increase", "either"):
             refs.append(svg.Reference(thr * scale, f"allowed increase +{shown}"))
         if m.direction in ("decrease", "either"):
@@ -274,10 +269,11 @@ def _refs(m: MetricLine, j: Judgment) -> list[svg.Reference]:
             refs.append(svg.Reference((thr + bias) * scale, "allowance + assumed placement bias",
                                       "#d62728", "2,3"))
     elif thr is not None and m.kind == "improvement":
-        claim = "claim: faster than the baseline" if thr == 0 else f"claim: faster by ≥ {-thr * scale:.3f} ms"
+        faster = scaled(-thr, scale, 3, signed=False)
+        claim = "claim: faster than the baseline" if thr == 0 else f"claim: faster by ≥ {faster} ms"
         refs.append(svg.Reference(thr * scale, claim, "#2ca02c"))
     elif thr is not None:
-        refs.append(svg.Reference(thr * scale, f"allowed {thr * scale:+.2f} {name}"))
+        refs.append(svg.Reference(thr * scale, f"allowed {scaled(thr, scale, 2)} {name}"))
     if all(abs(r.value) > 1e-12 for r in refs):
         refs.append(svg.Reference(0.0, "", "#999", "1,2"))
     return refs
@@ -313,8 +309,9 @@ def gate_view(m: MetricLine, j: Judgment) -> GateView:
         if len(dpoints) >= 2:
             refs = []
             if m.threshold:
-                refs = [svg.Reference(m.threshold * scale, f"+allowance {m.threshold * scale:.3f} {name}"),
-                        svg.Reference(-m.threshold * scale, f"−allowance {m.threshold * scale:.3f} {name}")]
+                shown = f"{scaled(m.threshold, scale, 3, signed=False)} {name}"
+                refs = [svg.Reference(m.threshold * scale, f"+allowance {shown}"),
+                        svg.Reference(-m.threshold * scale, f"−allowance {shown}")]
             refs.append(svg.Reference(0.0, "", "#999", "1,2"))
             drift_chart = svg.trajectory(
                 dpoints, refs, f"{m.name} drift over the run: {state}",

@@ -24,6 +24,7 @@ from abserve.compare import Judgment
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.launch.progress import Counts, counts_table
 from abserve.records import Exchange, RunInfo
+from abserve.units import ms
 
 FINAL_STATUSES = frozenset({"completed", "interrupted"})  # RunInfo.status once the run ended
 
@@ -179,7 +180,7 @@ def clock_text(clock: Clock) -> str:
 
 
 def _value(x: float, unit: str) -> str:
-    return f"{x:.4f}" if unit == "rate" else f"{x * 1000:+.3f}"
+    return f"{x:.4f}" if unit == "rate" else ms(x, unit=False)
 
 
 def interval_text(gate: Gate) -> str:

@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -23,6 +24,7 @@ from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
 from abserve.report import effect, evidence, sentences, svg, views
 from abserve.report.junit import Case, junit_suite
+from abserve.units import ms
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["ms"] = lambda v: "n/a" if v is None else f"{v * 1000:.3f}"
+    env.filters["ms"] = partial(ms, signed=False, unit=False)
     env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.2%}"
     env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)

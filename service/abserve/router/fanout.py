@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from abserve.event_stream import SSEParser
 from abserve.records import ArmOutcome, ErrorClass
 from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
 from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
-from abserve.router.sse import DONE, SSEParser, Transcript
+from abserve.router.sse import DONE, Transcript
 from abserve.router.upstream import ArmClient, Response, error_class
 
 MAX_ERROR_BODY = 64 * 1024

@@ -1,7 +1,7 @@
-"""Reading an arm's answer: SSE framing, and what each chunk adds to the arm's record.
+"""Reading an arm's answer: what each chunk adds to the arm's record.
 
-``SSEParser`` splits raw stream bytes into ``data:`` payloads (it tolerates CRLF and
-events split across network reads). ``Transcript`` accumulates one arm's output from
+The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one SSE
+splitter, shared with the load generator). ``Transcript`` accumulates one arm's output from
 parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
 top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request
 id, plus the arrival time of every token. It keeps raw dicts while the stream runs and
@@ -94,30 +94,6 @@ def _top(entries: Any) -> list[tuple[str, Any]]:
             raise BadChunk("top_logprobs")
         top.append((c["token"], c["logprob"]))
     return top
-
-
-class SSEParser:
-    """Incremental ``text/event-stream`` parser that yields each event's data payload."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, data: bytes) -> list[bytes]:
-        buf = self._buf + data
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        *events, self._buf = buf.split(b"\n\n")
-        payloads = []
-        for event in events:
-            lines = [ln[5:].lstrip(b" ") for ln in event.split(b"\n") if ln.startswith(b"data:")]
-            if lines:
-                payloads.append(b"\n".join(lines))
-        return payloads
-
-    @property
-    def pending(self) -> bool:
-        """True when bytes of an unfinished event are buffered."""
-        return bool(self._buf.strip())
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Exact client-side timings of one streamed request, read from the SSE stream itself.
 
 ``StreamTimer`` is fed the response bytes as they arrive, each with the ``perf_counter`` time
-of its arrival; it splits Server-Sent Events, notes when each event carrying output text
-arrived, and keeps the usage the server reported. From that it gives time to first token
-(TTFT), every inter-token latency (ITL) and end-to-end time, in seconds, unrounded — Locust's
-own statistics round response times and are not the source of these numbers.
+of its arrival; it splits Server-Sent Events (``abserve.event_stream``, the splitter the
+router uses on each arm's answer), notes when each event carrying output text arrived (the
+read that completed the event, its blank line included), and keeps the usage the server
+reported. From that it gives time to first token (TTFT), every inter-token latency (ITL) and
+end-to-end time, in seconds, unrounded — Locust's own statistics round response times and
+are not the source of these numbers.
 
 ``TimingRecord`` is one JSONL line per request; ``router_request_id`` (the router's
 ``x-abserve-request-id`` response header) joins it to the router's exchange records.
@@ -19,6 +21,8 @@ from typing import IO, Any
 
 import orjson
 from pydantic import BaseModel, Field
+
+from abserve.event_stream import SSEParser
 
 
 class TimingRecord(BaseModel):
@@ -55,7 +59,7 @@ class StreamTimer:
 
     def __init__(self, t_send: float) -> None:
         self.t_send = t_send
-        self._buf = b""
+        self._events = SSEParser()
         self.token_times: list[float] = []
         self.done = False
         self.error: str | None = None
@@ -63,16 +67,11 @@ class StreamTimer:
         self.finish_reason: str | None = None
 
     def feed(self, chunk: bytes, t: float) -> None:
-        """Account for bytes that arrived at ``t``."""
-        self._buf += chunk
-        while b"\n" in self._buf:
-            line, self._buf = self._buf.split(b"\n", 1)
-            self._line(line.strip(), t)
+        """Account for bytes that arrived at ``t``: each event they complete arrived then."""
+        for payload in self._events.feed(chunk):
+            self._event(payload.strip(), t)
 
-    def _line(self, line: bytes, t: float) -> None:
-        if not line.startswith(b"data:"):
-            return
-        data = line[5:].strip()
+    def _event(self, data: bytes, t: float) -> None:
         if data == b"[DONE]":
             self.done = True
             return

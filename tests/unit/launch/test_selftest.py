@@ -13,11 +13,11 @@ from abserve.launch.selftest import (
     SelftestResult,
     configured_delay_us,
     load_selftest,
-    results_markdown,
     roles_policy,
 )
 from abserve.launch.selftest_checks import CheckSpec, evaluate, injected_effect
 from abserve.records import LookupTelemetry
+from abserve.report.selftest_md import results_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
 SWAP = [1, 2, 3, 99, 98, 97, 96, 95]

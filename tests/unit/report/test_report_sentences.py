@@ -17,7 +17,7 @@ from tests.support import report_runs as rr
 from abserve.compare import Judgment
 from abserve.report import write_report
 from abserve.report.evidence import wanted
-from abserve.report.sentences import first_screen
+from abserve.report.sentences import first_screen, latency_sentence
 
 PASS_LATENCY = [
     "Bisect (b) is not slower per output token: -0.300 ms [-0.478, -0.122], allowed +0.604 ms.",
@@ -267,3 +267,13 @@ def test_a_corpus_that_cannot_be_rebuilt_is_said_not_raised() -> None:
     assert rebuild(ex, bad_plan).note.startswith("thumbnails not shown: the corpus cannot be rebuilt")
     ex.tags.pop("corpus-index")
     assert "no corpus tags" in rebuild(ex, {}).note
+
+
+def test_a_gate_with_no_estimate_yet_writes_n_a_without_a_unit(judgments: dict[str, Judgment]) -> None:
+    j = judgments["pass"]
+    line = j.metrics[0].model_copy(update={"estimate": None, "low": None, "high": None,
+                                           "threshold": None, "outcome": "inconclusive"})
+    text = latency_sentence(j, line).text
+    assert "n/a, not yet bounded" in text
+    assert "allowed n/a" in text
+    assert "n/a ms" not in text

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from abserve.event_stream import SSEParser
 from abserve.records import ArmOutcome
 from abserve.router.augment import Additions, augment, strip
 from abserve.router.errors import RouterError
 from abserve.router.security import check_bearer, check_media_url, media_host
 from abserve.router.settings import RouterSettings
-from abserve.router.sse import SSEParser, Transcript
+from abserve.router.sse import Transcript
 
 KEY = "k" * 24
 ARMS = {"a": {"url": "http://127.0.0.1:1"}, "b": {"url": "http://127.0.0.1:2"}}

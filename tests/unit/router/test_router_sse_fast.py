@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.fake_upstream import Knobs, _Answer
 
+from abserve.event_stream import SSEParser
 from abserve.records import ArmOutcome
-from abserve.router.sse import SSEParser, Transcript
+from abserve.router.sse import Transcript
 
 CHUNK: dict[str, Any] = {
     "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",

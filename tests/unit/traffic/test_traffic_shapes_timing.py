@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from abserve.traffic.shapes import levels_for, plan_arrivals, shard_arrivals
 from abserve.traffic.timing import StreamTimer
@@ -90,3 +92,31 @@ def test_stream_timer_flags_truncation_and_error_events() -> None:
     broken.feed(b'data: {"error":{"message":"x"}}\n\ndata: [DONE]\n\n', 0.1)
     assert broken.record(0.2, run_id="r", corpus_index=0, profile="p",
                          sent_at=0.0).error == "stream_error"
+
+
+def test_a_token_arrives_when_its_event_ends_at_the_blank_line() -> None:
+    timer = StreamTimer(0.0)
+    first, token = _events("a")
+    timer.feed(first + token[:-1], 0.1)  # the token's data line, not yet its blank line
+    assert timer.token_times == []
+    timer.feed(token[-1:] + b"data: [DONE]\r\n\r\n", 0.3)
+    rec = timer.record(0.4, run_id="r", corpus_index=0, profile="p", sent_at=0.0)
+    assert (rec.ttft_s, rec.n_token_events, rec.error) == (pytest.approx(0.3), 1, None)
+
+
+def test_a_stream_that_stops_inside_its_done_event_is_truncated() -> None:
+    timer = StreamTimer(0.0)
+    timer.feed(b"".join(_events("a")) + b"data: [DONE]\n", 0.1)
+    assert timer.record(0.2, run_id="r", corpus_index=0, profile="p",
+                        sent_at=0.0).error == "truncated"
+
+
+@given(st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_cutting_the_stream_anywhere_counts_the_same_tokens(cuts: list[int]) -> None:
+    blob = b"".join(_events("a", "b", "c")) + b"data: [DONE]\n\n"
+    timer, start = StreamTimer(0.0), 0
+    for i, cut in enumerate([*sorted({min(c, len(blob)) for c in cuts}), len(blob)]):
+        timer.feed(blob[start:cut], float(i))
+        start = cut
+    assert (len(timer.token_times), timer.done, timer.error) == (3, True, None)
+    assert timer.token_times == sorted(timer.token_times)
