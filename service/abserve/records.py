@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from abserve.provenance_records import RunProvenance
+
 SCHEMA_VERSION = 1
 RECORD_CONFIG = ConfigDict(ser_json_inf_nan="constants")
 
@@ -222,13 +224,15 @@ class RunInfo(BaseModel):
     started_at: float
     ended_at: float | None = None
     config: dict[str, object] = Field(default_factory=dict)  # router/experiment config, no secrets
-    # Free-form provenance (versions, hashes, seeds, host); arms under ``arms``.
-    provenance: dict[str, object] = Field(default_factory=dict)
+    # What produced the run (versions, hashes, seeds, host, blocks; abserve.provenance_records);
+    # the arms' own provenance is under ``arms``.
+    provenance: RunProvenance = Field(default_factory=RunProvenance)
     arms: dict[str, ArmProvenance] = Field(default_factory=dict)
 
 
 # ``RunInfo.provenance`` key of the router's restarts within one run (``Store.resume_run``):
-# a list of ``{"at": unix time, "previous_status": ..., "exchanges_before": n}``.
+# a list of ``{"at": unix time, "previous_status": ..., "exchanges_before": n}``
+# (``RunProvenance.router_restarts``; the key as the stored JSON spells it).
 ROUTER_RESTARTS_KEY = "router_restarts"
 
 

@@ -67,7 +67,7 @@ def stored(settings: RouterSettings) -> tuple[str, list[str], object]:
         run = store.get_run(settings.run_id)
         assert run is not None
         ids = [e.request_id for e in store.iter_exchanges(settings.run_id)]
-        return run.status, ids, run.provenance.get(ROUTER_RESTARTS_KEY)
+        return run.status, ids, run.provenance.model_dump(mode="json").get(ROUTER_RESTARTS_KEY)
 
 
 def test_a_restarted_router_resumes_its_run_and_loses_no_exchange(urls, tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_a_restarted_supervisor_resumes_its_run_across_workers(tmp_path: Path, p
         stored = [e.request_id for e in store.iter_exchanges("workers-run")]
     assert run is not None
     assert run.status == "completed"
-    assert len(run.provenance["router_restarts"]) == 1  # type: ignore[arg-type]
+    assert len(run.provenance.router_restarts) == 1
     assert sorted(stored) == sorted(acked)  # both halves, each acknowledged exchange once
 
 

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from tests.support.records_factory import ab_run, run_info
 
+from abserve.provenance_records import RunProvenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +132,7 @@ def _store(folder: Path, runs: dict[str, dict[str, object]]) -> str:
     with Store.open(url) as store:
         for run_id, provenance in runs.items():
             info = run_info(run_id=run_id, status="running")
-            info.provenance.update(provenance)
+            info.provenance = RunProvenance.model_validate({**info.provenance.model_dump(), **provenance})
             store.create_run(info)
             store.write_exchanges([ex.model_copy(update={"run_id": run_id}) for ex in ab_run(70, seed=1)])
             store.finish_run(run_id, "completed")

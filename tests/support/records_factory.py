@@ -246,7 +246,7 @@ def full_run_info(run_id: str) -> RunInfo:
         started_at=time.time(),
         ended_at=1.5,
         config={"arms": ["a", "b"], "flush_interval_s": 0.5, "nested": {"k": [1, 2.5, None]}},
-        provenance={"host": "h", "git": "abc123", "seeds": [1, 2]},
+        provenance={"host": {"machine": "h"}, "git": "abc123", "seeds": {"load": 1, "server": 2}},
         arms={
             "a": ArmProvenance(
                 expected_lookup="linear",

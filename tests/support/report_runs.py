@@ -15,6 +15,7 @@ import numpy as np
 from tests.support.records_factory import arm, exchange, provenance, run_info
 
 from abserve.compare import Judgment, Policy, judge
+from abserve.provenance_records import SequentialRecord
 from abserve.records import Exchange, LookupTelemetry, RunInfo
 
 TOKENS = list(range(1, 13))
@@ -85,7 +86,7 @@ def info(*, proven_b: str | None = "bisect", log: dict[str, object] | None = Non
     for a in arms.values():
         a.telemetry = telemetry(a.expected_lookup)
     run = run_info(arms)
-    run.provenance["sequential"] = log if log is not None else sequential_log()
+    run.provenance.sequential = SequentialRecord.model_validate(log if log is not None else sequential_log())
     return run
 
 

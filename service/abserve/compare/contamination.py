@@ -2,7 +2,7 @@
 
 ``abserve run`` records, per block, how much of each of the arms' CPUs' wall time went to
 threads outside the arms' server process trees (``abserve.launch.neighbours``, kept in the
-run's provenance as ``blocks[i]["neighbours"]``). A third party on the arms' core does not slow
+run's provenance as ``blocks[i].neighbours``). A third party on the arms' core does not slow
 both arms alike: the issue-34 run, with two vLLM servers of another run on the self-test's core,
 measured a known +5.5 ms per output token as +1.4 ms [-1.1, +4.0] (benchmarks/placement.md,
 "Neighbours" for why). So beyond the policy's ``neighbours.max_foreign_share`` (the worst
@@ -21,11 +21,12 @@ Equality is never touched: outputs do not depend on who else uses the core.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
+from abserve.provenance_records import CoreLoad, RunProvenance
 
 
 @dataclass(frozen=True)
@@ -40,34 +41,24 @@ class Contamination:
         return rule.max_foreign_share is not None and self.share > rule.max_foreign_share
 
 
-def describe_core(cpu: str, facts: Mapping[str, object]) -> str:
+def describe_core(cpu: str, core: CoreLoad) -> str:
     """``core 0: 38% of its time went to 6 threads outside the arms (python3 30%, ...)``."""
-    share = float(facts.get("foreign") or 0.0)  # type: ignore[arg-type]
-    threads = int(facts.get("foreign_threads") or 0)  # type: ignore[call-overload]
-    top = facts.get("top")
-    rows = [(str(row[0]), float(row[1])) for row in top if len(row) == 2] if isinstance(top, list) else []
-    named = ", ".join(f"{comm} {share_of:.0%}" for comm, share_of in rows if share_of >= 0.01)
-    return (f"core {cpu}: {share:.0%} of its time went to {threads} thread{'s' * (threads != 1)} "
+    threads = core.foreign_threads
+    named = ", ".join(f"{comm} {share_of:.0%}" for comm, share_of in core.top if share_of >= 0.01)
+    return (f"core {cpu}: {core.foreign:.0%} of its time went to {threads} thread{'s' * (threads != 1)} "
             f"outside the arms" + (f" ({named})" if named else ""))
 
 
-def contamination(provenance: Mapping[str, object]) -> Contamination | None:
+def contamination(provenance: RunProvenance) -> Contamination | None:
     """The run's neighbour facts from its block records; None when none were recorded.
 
     One sentence per watched core: its worst block, and the mean share over the blocks."""
-    blocks = provenance.get("blocks")
-    if not isinstance(blocks, list):
-        return None
     per_core: dict[str, list[tuple[float, str]]] = {}
-    for block in blocks:
-        neighbours = block.get("neighbours") if isinstance(block, dict) else None
-        cores = neighbours.get("cores") if isinstance(neighbours, dict) else None
-        if not isinstance(cores, dict):
-            continue
+    for block in provenance.blocks:
+        cores = block.neighbours.cores if block.neighbours is not None else {}
         for cpu, core in cores.items():
-            if isinstance(core, dict):
-                text = f"{describe_core(cpu, core)} in block {block.get('index')}"
-                per_core.setdefault(str(cpu), []).append((float(core.get("foreign") or 0.0), text))
+            text = f"{describe_core(cpu, core)} in block {block.index}"
+            per_core.setdefault(cpu, []).append((core.foreign, text))
     if not per_core:
         return None
     facts, worst = [], (-1.0, "")
@@ -85,7 +76,7 @@ def reason_for(found: Contamination, rule: NeighbourRule) -> str:
             f"neighbours.max_foreign_share of {rule.max_foreign_share:.0%}")
 
 
-def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provenance: Mapping[str, object],
+def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provenance: RunProvenance,
                         rule: NeighbourRule) -> Contamination | None:
     """Mark the latency lines (or the run) for foreign load beyond the rule; return the facts."""
     found = contamination(provenance)

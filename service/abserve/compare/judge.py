@@ -199,7 +199,7 @@ def arm_summary(
 
 
 def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
-    out: dict[str, object] = dict(run.provenance)
+    out: dict[str, object] = run.provenance.model_dump()
     out["policy_name"], out["policy_sha256"] = policy.name, policy.digest()
     config = json.dumps(run.config, sort_keys=True, separators=(",", ":"), default=str)
     out["config_sha256"] = hashlib.sha256(config.encode()).hexdigest()

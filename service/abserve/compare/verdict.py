@@ -145,11 +145,11 @@ def invalid_reasons(
     reasons: list[str] = []
     if run.status != "completed":
         reasons.append(f"run status is {run.status!r}, not 'completed'")
-    death = run.provenance.get("arm_death")
-    if isinstance(death, dict):  # found by abserve run's watch (launch/watch.py)
-        reasons.append(str(death.get("reason") or f"arm {death.get('arm')!r} died during the run"))
-    load = run.provenance.get("load")
-    if isinstance(load, dict):  # a compose run's load, recorded by abserve.deploy.record_load
+    death = run.provenance.arm_death
+    if death is not None:  # found by abserve run's watch (launch/watch.py)
+        reasons.append(death.reason or f"arm {death.arm!r} died during the run")
+    load = run.provenance.load
+    if load is not None:  # a compose run's load, recorded by abserve.deploy.record_load
         reasons += load_reasons(load, policy.max_error_rate)
     roles = [policy.arms.baseline, policy.arms.candidate]
     if policy.arms.floor and policy.arms.floor in run.arms:

@@ -42,8 +42,8 @@ def record(database_url: str, run_id: str, telemetry_root: Path, arms: list[str]
         for arm, rec in recorded.items():
             if arm in run.arms and rec["server_args"]:
                 run.arms[arm].server_args = rec["server_args"]
-        run.provenance["arm_environment"] = {arm: rec["environment"] for arm, rec in recorded.items()}
-        run.provenance["model"] = dict(model)
+        run.provenance.arm_environment = {arm: rec["environment"] for arm, rec in recorded.items()}
+        run.provenance.model = dict(model)
 
     update_run(database_url, run_id, edit)
     return recorded

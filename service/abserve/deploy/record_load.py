@@ -54,10 +54,10 @@ def load_outcome(load_dir: Path) -> dict[str, Any]:
 
 
 def record(database_url: str, run_id: str, outcome: dict[str, Any]) -> None:
-    """Store ``outcome`` as the run's ``provenance["load"]``."""
+    """Store ``outcome`` as the run's ``provenance.load``."""
 
     def edit(run: RunInfo) -> None:
-        run.provenance["load"] = outcome
+        run.provenance.load = outcome
 
     update_run(database_url, run_id, edit)
 

@@ -40,6 +40,7 @@ from abserve.placement import (  # noqa: F401  (the pure plan lives there; re-ex
     rotation,
     split_requests,
 )
+from abserve.provenance_records import BlockNeighbours, BlockRecord
 
 if TYPE_CHECKING:
     from abserve.config import ExperimentConfig
@@ -53,12 +54,16 @@ def experiment_blocks(config: ExperimentConfig) -> list[Block]:
 
 
 def block_record(block: Block, started_at: float, ended_at: float, requests: int,
-                 pinned: dict[str, dict[str, int]] | None = None) -> dict[str, object]:
-    """What the run's provenance keeps of one block (``RunInfo.provenance["blocks"]``)."""
-    return {"index": block.index, "rotation": block.rotation, "placement_label": block.label,
-            "placement": {arm: list(cpus) for arm, cpus in block.placement.items()},
-            "started_at": started_at, "ended_at": ended_at, "requests": requests,
-            "pinned": pinned or {}}
+                 pinned: dict[str, dict[str, int]] | None = None,
+                 neighbours: Mapping[str, object] | None = None) -> BlockRecord:
+    """What the run's provenance keeps of one block (``RunInfo.provenance.blocks``);
+    ``neighbours``: the foreign load on its arms' cores (``abserve.launch.neighbours``)."""
+    record = BlockRecord(index=block.index, rotation=block.rotation, placement_label=block.label,
+                         placement={arm: list(cpus) for arm, cpus in block.placement.items()},
+                         started_at=started_at, ended_at=ended_at, requests=requests, pinned=pinned or {})
+    if neighbours is not None:
+        record.neighbours = BlockNeighbours.model_validate(neighbours)
+    return record
 
 
 def apply_placement(servers: Mapping[str, VllmServer], placement: Placement) -> dict[str, dict[str, int]]:

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abserve.launch.blocks import parse_placement
+from abserve.provenance_records import BlockRecord
 from abserve.records import ArmProvenance, RunInfo
 from abserve.store import Store
 from abserve.store.urls import shown_url
@@ -89,21 +90,17 @@ def merged_run(into: str, blocks: Sequence[BlockRun], runs: Sequence[RunInfo]) -
         started_at=min(r.started_at for r in runs),
         ended_at=time.time(),
         config=first.config,
-        provenance={**first.provenance, "blocks": records, "combined_from": [b.run_id for b in blocks]},
+        provenance=first.provenance.model_copy(update={"blocks": records,
+                                                       "combined_from": [b.run_id for b in blocks]}),
         arms=arms,
     )
 
 
-def block_record(index: int, block: BlockRun, run: RunInfo) -> dict[str, object]:
+def block_record(index: int, block: BlockRun, run: RunInfo) -> BlockRecord:
     """What the merged run's provenance keeps of one block (as the CPU orchestrator's)."""
-    return {
-        "index": index,
-        "run_id": block.run_id,
-        "placement_label": block.placement,
-        "placement": parse_placement(block.placement),
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-    }
+    return BlockRecord(index=index, run_id=block.run_id, placement_label=block.placement,
+                       placement=dict(parse_placement(block.placement)),
+                       started_at=run.started_at, ended_at=run.ended_at)
 
 
 def _proofs(run: RunInfo) -> dict[str, tuple[str | None, str | None]]:

@@ -121,9 +121,7 @@ def combine(
     except CombineError as exc:
         typer.echo(f"combine: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from exc
-    blocks = run.provenance.get("blocks")
-    count = len(blocks) if isinstance(blocks, list) else 0
-    typer.echo(f"run {run.run_id}: {count} blocks, status {run.status}")
+    typer.echo(f"run {run.run_id}: {len(run.provenance.blocks)} blocks, status {run.status}")
 
 
 def check(

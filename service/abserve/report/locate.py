@@ -22,6 +22,7 @@ from pathlib import Path
 
 from abserve.compare import Policy, PolicyError, load_policy
 from abserve.packaged import packaged_root
+from abserve.provenance_records import RunProvenance
 
 MAX_DEPTH = 4
 
@@ -87,9 +88,9 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _from_provenance(provenance: dict[str, object], configs: Path) -> Found | None:
-    digest = provenance.get("policy_sha256")
-    if not isinstance(digest, str):
+def _from_provenance(provenance: RunProvenance, configs: Path) -> Found | None:
+    digest = provenance.policy_sha256
+    if digest is None:
         return None
     for path in _policy_files(configs):
         if _sha256(path) == digest:
@@ -106,13 +107,13 @@ def _policy_files(configs: Path) -> list[Path]:
     return [path for folder in folders for path in sorted(folder.rglob("*.yaml"))]
 
 
-def find_policy(run_id: str, store: Path | None, provenance: dict[str, object],
+def find_policy(run_id: str, store: Path | None, provenance: RunProvenance,
                 configs: Path = Path("configs")) -> Found:
     """The policy ``run_id`` was judged with (see the module docstring)."""
     found = _from_report(store, run_id) if store is not None else None
     found = found or _from_provenance(provenance, configs)
     if found is None:
-        recorded = provenance.get("policy_sha256")
+        recorded = provenance.policy_sha256
         hint = (f"its recorded policy SHA-256 {str(recorded)[:12]}… matches no file under {configs} "
                 "or among the packaged configs"
                 if recorded else "the run records no policy (a by-hand or compose run)")

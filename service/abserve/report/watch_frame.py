@@ -142,7 +142,7 @@ def run_clock(run: RunInfo, exchanges: int, now: float,
     """Elapsed time since the run started (to its end once ended) and the budget left; a
     budget given here wins over the one the run recorded."""
     elapsed = max((run.ended_at or now) - run.started_at, 0.0)
-    recorded = recorded_budget(run.provenance)
+    recorded = recorded_budget(run.provenance.model_dump())
     seconds = budget[0] if budget[0] is not None else recorded[0]
     requests = budget[1] if budget[1] is not None else recorded[1]
     return Clock(elapsed_s=elapsed,

@@ -9,17 +9,15 @@ its pure part.
   one that would make the two halves of the run incomparable: the arms (names, URLs,
   roles), the primary, and every setting that changes what the arms are sent. Limits,
   deadlines, ports and paths may change between the halves.
-- ``restart_entry``/``restarts``: the list ``provenance[ROUTER_RESTARTS_KEY]``, one
-  ``{"at": <unix time>, "previous_status": "completed"|"interrupted",
-  "exchanges_before": <int>}`` per restart, oldest first. The report states it.
+
+What the run keeps of each restart is ``provenance.router_restarts``
+(``abserve.provenance_records.RouterRestart``), appended by ``Store.resume_run``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from abserve.records import ROUTER_RESTARTS_KEY
 
 # Top-level router settings that change the arms' requests or which arm answers the client.
 SENT_SETTINGS = ("primary", "top_logprobs", "seed_policy", "default_seed", "seeded_sampling",
@@ -48,14 +46,3 @@ def _arms(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     if not isinstance(arms, Mapping):
         return {}
     return {str(name): arm if isinstance(arm, Mapping) else {} for name, arm in arms.items()}
-
-
-def restarts(provenance: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The restarts recorded so far (a malformed value counts as none)."""
-    found = provenance.get(ROUTER_RESTARTS_KEY)
-    return [dict(item) for item in found if isinstance(item, Mapping)] if isinstance(found, list) else []
-
-
-def restart_entry(at: float, previous_status: str, exchanges_before: int) -> dict[str, Any]:
-    """One element of ``provenance[ROUTER_RESTARTS_KEY]``."""
-    return {"at": at, "previous_status": previous_status, "exchanges_before": exchanges_before}

@@ -34,9 +34,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from abserve.provenance_records import RouterRestart, RunProvenance
 from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RawExchange, RunInfo
 from abserve.store.owner import Owner, effective_status, owner_alive
-from abserve.store.resume import config_conflicts, restart_entry, restarts
+from abserve.store.resume import config_conflicts
 from abserve.store.rows import Row, dumps_json, exchange_row
 from abserve.store.schema import (
     STORE_SCHEMA_VERSION,
@@ -185,7 +186,7 @@ class Store:
 
     def update_run(self, run: RunInfo) -> None:
         """Replace a run's config, provenance and arm provenance (status is untouched). The
-        router's restarts (``provenance[ROUTER_RESTARTS_KEY]``) are ``resume_run``'s to
+        router's restarts (``provenance.router_restarts``) are ``resume_run``'s to
         append: the stored list is kept, so a writer that read the run before a restart
         cannot drop it."""
         with self.engine.begin() as conn:
@@ -194,9 +195,10 @@ class Store:
             ).scalar()
             if stored is None:
                 raise RunNotFoundError(run.run_id)
-            kept = json.loads(stored).get(ROUTER_RESTARTS_KEY)
-            if kept is not None:
-                run = run.model_copy(update={"provenance": {**run.provenance, ROUTER_RESTARTS_KEY: kept}})
+            kept = RunProvenance.model_validate_json(stored)
+            if ROUTER_RESTARTS_KEY in kept.model_fields_set:
+                provenance = run.provenance.model_copy(update={ROUTER_RESTARTS_KEY: kept.router_restarts})
+                run = run.model_copy(update={"provenance": provenance})
             conn.execute(
                 update(runs_table).where(runs_table.c.run_id == run.run_id).values(_run_docs(run))
             )
@@ -209,7 +211,7 @@ class Store:
         two routers must never write one run) or whose recorded config differs from
         ``config`` in anything that matters (``RunConfigError``; ``store.resume``); else
         sets it ``running`` without an end time, claims it with a fresh heartbeat (as
-        ``create_run``) and appends a restart to ``provenance[ROUTER_RESTARTS_KEY]``. The
+        ``create_run``) and appends a restart to ``provenance.router_restarts``. The
         recorded config and the exchanges stay as they are. ``RunNotFoundError`` if absent.
         """
         cols = runs_table.c
@@ -225,16 +227,17 @@ class Store:
             if problems:
                 raise RunConfigError(f"run {run_id!r} was recorded with another router config: "
                                      + "; ".join(problems))
-            provenance = json.loads(stored["provenance"])
+            provenance = RunProvenance.model_validate_json(stored["provenance"])
             now, owner = time.time(), Owner.current()
-            done = [*restarts(provenance), restart_entry(now, previous, _count(conn, run_id))]
-            provenance[ROUTER_RESTARTS_KEY] = done
+            restart = RouterRestart(at=now, previous_status=previous, exchanges_before=_count(conn, run_id))
+            provenance.router_restarts = done = [*provenance.router_restarts, restart]
+            written = dumps_json(provenance.model_dump(mode="json"))
             result = conn.execute(
                 update(runs_table)
                 .where(cols.run_id == run_id, cols.status == stored["status"],
                        cols.heartbeat_at == stored["heartbeat_at"],
                        cols.owner_host == stored["owner_host"], cols.owner_pid == stored["owner_pid"])
-                .values(status="running", ended_at=None, provenance=dumps_json(provenance),
+                .values(status="running", ended_at=None, provenance=written,
                         heartbeat_at=now, owner_host=owner.host, owner_pid=owner.pid,
                         owner_started=owner.started)
             )

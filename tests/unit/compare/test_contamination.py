@@ -10,19 +10,22 @@ from abserve.compare import judge, load_policy
 from abserve.compare.contamination import apply_contamination, contamination, describe_core
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
+from abserve.provenance_records import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
 from abserve.records import Exchange, RunInfo
 
 POLICY = load_policy("configs/policy/default.yaml")
 
 
-def core(foreign: float, threads: int = 6) -> dict[str, object]:
-    return {"busy": 0.9, "arms": 0.9 - foreign, "foreign": foreign, "foreign_threads": threads,
-            "top": [["VLLM::Worker", foreign * 0.8], ["python", foreign * 0.2]]}
+def core(foreign: float, threads: int = 6) -> CoreLoad:
+    return CoreLoad(busy=0.9, arms=0.9 - foreign, foreign=foreign, foreign_threads=threads,
+                    top=[("VLLM::Worker", foreign * 0.8), ("python", foreign * 0.2)])
 
 
-def blocks(*shares: float) -> list[dict[str, object]]:
-    return [{"index": i, "neighbours": {"seconds": 10.0, "cores": {"0": core(s), "1": core(0.05)}}}
-            for i, s in enumerate(shares)]
+def blocks(*shares: float) -> RunProvenance:
+    """A run's provenance whose block ``i`` saw the foreign share ``shares[i]`` on core 0."""
+    return RunProvenance(blocks=[
+        BlockRecord(index=i, neighbours=BlockNeighbours(seconds=10.0, cores={"0": core(s), "1": core(0.05)}))
+        for i, s in enumerate(shares)])
 
 
 def line(outcome: str) -> MetricLine:
@@ -34,25 +37,25 @@ def test_the_run_facts_sentence_names_share_and_threads() -> None:
     text = describe_core("0", core(0.38))
     assert text.startswith("core 0: 38% of its time went to 6 threads outside the arms")
     assert "VLLM::Worker 30%" in text
-    assert describe_core("1", {"foreign": 0.0, "foreign_threads": 1}) == (
+    assert describe_core("1", CoreLoad(foreign=0.0, foreign_threads=1)) == (
         "core 1: 0% of its time went to 1 thread outside the arms")
 
 
 def test_the_worst_block_of_each_core_is_reported() -> None:
-    found = contamination({"blocks": blocks(0.1, 0.62, 0.2)})
+    found = contamination(blocks(0.1, 0.62, 0.2))
     assert found is not None
     assert found.share == 0.62
     assert found.where.endswith("in block 1")
     assert len(found.facts) == 2  # one per core
     assert "(the worst of 3 blocks; mean 31%)" in found.facts[0]
-    assert contamination({"blocks": [{"index": 0}]}) is None
-    assert contamination({}) is None
+    assert contamination(RunProvenance(blocks=[BlockRecord(index=0)])) is None
+    assert contamination(RunProvenance()) is None
 
 
 def test_beyond_the_share_every_latency_line_is_cannot_tell() -> None:
     lines = [line("pass"), line("inconclusive"), line("marginal"), line("fail")]
     invalid: list[str] = []
-    apply_contamination(lines, invalid, {"blocks": blocks(0.6)}, NeighbourRule(max_foreign_share=0.5))
+    apply_contamination(lines, invalid, blocks(0.6), NeighbourRule(max_foreign_share=0.5))
     assert [m.outcome for m in lines] == ["unstable"] * 4
     assert all("cannot tell: foreign load on the arms' cores: core 0: 60%" in m.reason for m in lines)
     assert invalid == []
@@ -60,7 +63,7 @@ def test_beyond_the_share_every_latency_line_is_cannot_tell() -> None:
 
 def test_keep_fails_keeps_a_fail_naming_the_neighbours() -> None:
     lines = [line("pass"), line("fail")]
-    apply_contamination(lines, [], {"blocks": blocks(0.6)}, NeighbourRule(keep_fails=True))
+    apply_contamination(lines, [], blocks(0.6), NeighbourRule(keep_fails=True))
     assert [m.outcome for m in lines] == ["unstable", "fail"]
     assert "a fail despite foreign load on the arms' cores" in lines[1].reason
 
@@ -69,7 +72,7 @@ def test_below_the_share_or_without_a_threshold_nothing_changes() -> None:
     cases = ((NeighbourRule(max_foreign_share=0.5), 0.5), (NeighbourRule(max_foreign_share=None), 0.99))
     for rule, share in cases:
         lines = [line("pass")]
-        found = apply_contamination(lines, [], {"blocks": blocks(share)}, rule)
+        found = apply_contamination(lines, [], blocks(share), rule)
         assert lines[0].outcome == "pass"
         assert lines[0].reason == "r"
         assert found is not None  # the facts are reported all the same
@@ -78,7 +81,7 @@ def test_below_the_share_or_without_a_threshold_nothing_changes() -> None:
 def test_action_invalid_voids_the_run_naming_the_neighbours() -> None:
     invalid: list[str] = []
     lines = [line("pass")]
-    apply_contamination(lines, invalid, {"blocks": blocks(0.7)}, NeighbourRule(action="invalid"))
+    apply_contamination(lines, invalid, blocks(0.7), NeighbourRule(action="invalid"))
     assert lines[0].outcome == "pass"
     assert len(invalid) == 1
     assert "6 threads outside the arms" in invalid[0]
@@ -94,7 +97,7 @@ def passing_run(n: int = 60) -> list[Exchange]:
 
 def contaminated(shares: tuple[float, ...]) -> RunInfo:
     run = ab_info()
-    run.provenance = {"blocks": blocks(*shares)}
+    run.provenance = blocks(*shares)
     return run
 
 

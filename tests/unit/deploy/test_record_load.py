@@ -91,7 +91,8 @@ def test_recorded_in_the_store_the_run_is_judged_invalid(tmp_path: Path) -> None
     run = store.get_run("r1")
     store.close()
     assert run is not None
-    assert run.provenance["load"]["exit_code"] == 4  # type: ignore[index]
+    assert run.provenance.load is not None
+    assert run.provenance.load["exit_code"] == 4
     reasons = invalid_reasons(run, [], Policy(), {})
     assert any("a Locust worker was lost" in r for r in reasons), reasons
 

@@ -75,9 +75,9 @@ def test_requests_are_split_evenly_over_blocks() -> None:
 def test_block_record_has_times_and_placement() -> None:
     block = plan_blocks(["a", "b"], [[0], [1]], 2, "balanced")[1]
     rec = block_record(block, 10.0, 12.5, 8)
-    assert rec == {"index": 1, "rotation": 1, "placement_label": "a:1,b:0",
-                   "placement": {"a": [1], "b": [0]}, "started_at": 10.0, "ended_at": 12.5,
-                   "requests": 8, "pinned": {}}
+    assert rec.model_dump() == {"index": 1, "rotation": 1, "placement_label": "a:1,b:0",
+                                "placement": {"a": [1], "b": [0]}, "started_at": 10.0, "ended_at": 12.5,
+                                "requests": 8, "pinned": {}}
 
 
 def _config(**blocks: Any) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def test_combined_rotation_cancels_the_gpu_bias(tmp_path: Path) -> None:
     target = f"sqlite:///{tmp_path / 'merged.db'}"
     merged = combine_runs(blocks, "rotation", target)
     assert merged.status == "completed"
-    assert len(merged.provenance["blocks"]) == 4  # type: ignore[arg-type]
+    assert len(merged.provenance.blocks) == 4
     assert merged.arms["b"].proven_lookup == "bisect"
     assert merged.arms["a"].telemetry.lookup_calls == 4 * arms["a"].telemetry.lookup_calls
     store = Store.open(target)

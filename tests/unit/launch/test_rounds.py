@@ -30,6 +30,7 @@ from abserve.launch.rounds import (
     round_requests,
     should_stop,
 )
+from abserve.provenance_records import LookRecord
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -133,7 +134,7 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
     assert should_stop(out_of_requests, open_gates, now, 1.0, 10)
     assert "request budget" in out_of_requests.stop_reason
     assert len(out_of_requests.looks) == 1
-    assert (out_of_requests.looks[0]["gates"] == {
+    assert (out_of_requests.looks[0].gates == {
         "equality": "pass", "tpot.hl": "inconclusive"})
 
 
@@ -162,7 +163,7 @@ def test_an_undecided_gate_says_what_budget_a_decision_would_need() -> None:
     judgment = _judgment(("equality", True, "pass"))
     judgment.metrics = [_line("inconclusive", -1.0, 1.0, 0.5)]
     log = RoundLog(budget=BudgetConfig(requests=40), rounds=4, requests=40)
-    log.looks = [{"requests": 10, "seconds": 100.0}]
+    log.looks = [LookRecord(requests=10, seconds=100.0)]
     now = time.monotonic()
     assert should_stop(log, judgment, now, 1.0, 10)
     # pace between the looks: (seconds at this look - 100) / 30 requests; the stop reason says it

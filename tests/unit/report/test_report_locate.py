@@ -13,6 +13,7 @@ from tests.support.records_factory import ab_run, run_info
 from typer.testing import CliRunner
 
 from abserve.cli import app
+from abserve.provenance_records import RunProvenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,7 +25,7 @@ def make_store(folder: Path, run_id: str, provenance: dict[str, object] | None =
     db = folder / "abserve.db"
     with Store.open(f"sqlite:///{db}") as store:
         info = run_info(run_id=run_id, status="running")
-        info.provenance.update(provenance or {})
+        info.provenance = RunProvenance.model_validate({**info.provenance.model_dump(), **(provenance or {})})
         store.create_run(info)
         store.write_exchanges([ex.model_copy(update={"run_id": run_id}) for ex in ab_run(70, seed=1)])
         store.finish_run(run_id, "completed")

@@ -39,10 +39,10 @@ def restarted_run(tmp_path: Path, times: int) -> RunInfo:
 
 def pinned(run: RunInfo) -> RunInfo:
     """The same run with its restarts at Unix time 1000 (a fixed time to read back)."""
-    restarts = run.provenance[ROUTER_RESTARTS_KEY]
-    assert isinstance(restarts, list)
-    return run.model_copy(update={"provenance": {
-        **run.provenance, ROUTER_RESTARTS_KEY: [{**r, "at": 1000.0} for r in restarts]}})
+    restarts = [r.model_copy(update={"at": 1000.0}) for r in run.provenance.router_restarts]
+    assert restarts
+    provenance = run.provenance.model_copy(update={ROUTER_RESTARTS_KEY: restarts})
+    return run.model_copy(update={"provenance": provenance})
 
 
 def test_the_report_states_a_restart_without_changing_the_verdict(tmp_path: Path) -> None:
@@ -63,9 +63,8 @@ def test_the_report_states_a_restart_without_changing_the_verdict(tmp_path: Path
 
 def test_several_restarts_and_an_interruption_are_counted_and_named(tmp_path: Path) -> None:
     run = pinned(restarted_run(tmp_path, 7))
-    restarts = run.provenance[ROUTER_RESTARTS_KEY]
-    assert isinstance(restarts, list)
-    restarts[0]["previous_status"] = "interrupted"  # killed once: in-flight exchanges lost
+    restarts = run.provenance.router_restarts
+    restarts[0].previous_status = "interrupted"  # killed once: in-flight exchanges lost
     text = restart_statement(judge(run, ab_run(20), Policy()))
     assert text is not None
     assert text.startswith(f"The router restarted 7 times during the run (at {AT} after an "
@@ -77,7 +76,7 @@ def test_several_restarts_and_an_interruption_are_counted_and_named(tmp_path: Pa
 
 def test_a_run_without_restarts_says_nothing_of_them(tmp_path: Path) -> None:
     run = restarted_run(tmp_path, 0)
-    assert ROUTER_RESTARTS_KEY not in run.provenance
+    assert ROUTER_RESTARTS_KEY not in run.provenance.model_dump()
     j: Judgment = judge(run, ab_run(60), Policy())
     assert restart_statement(j) is None
     paths = write_report(j, tmp_path / "out")

@@ -21,6 +21,7 @@ from tests.support.report_runs import ITEMS, PLACEMENTS, STOP, TOKENS, policy, s
 
 from abserve.compare import Judgment, Policy, judge
 from abserve.compare.model import Look, MetricLine
+from abserve.provenance_records import SequentialRecord
 from abserve.records import Exchange
 from abserve.report import svg, write_report
 
@@ -45,7 +46,7 @@ def exchanges(n: int = 96, *, placed: bool = True, shift: float = 0.0, drift_at:
 def judged(ex: list[Exchange] | None = None, p: Policy | None = None, *, logged: bool = True) -> Judgment:
     info = run_info({"a": provenance("linear"), "b": provenance("bisect")})
     if logged:
-        info.provenance["sequential"] = sequential_log()
+        info.provenance.sequential = SequentialRecord.model_validate(sequential_log())
     return judge(info, ex if ex is not None else exchanges(), p or policy())
 
 

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.compare import load_policy
+from abserve.provenance_records import RunProvenance
 from abserve.records import Exchange
 from abserve.report.watch import ExchangeCache, Watcher, show
 from abserve.report.watch_frame import (
@@ -40,8 +41,8 @@ def exchanges(n: int, start: int = 0, candidate_tokens: dict[int, list[int]] | N
 def new_run(url: str, provenance: dict[str, object] | None = None, started_ago: float = 65.0) -> Store:
     store = Store.open(url)
     run = run_info({}, run_id=RUN, status="running").model_copy(
-        update={"started_at": time.time() - started_ago, "ended_at": None, "provenance": provenance or {},
-                "config": {"primary": "a"}})
+        update={"started_at": time.time() - started_ago, "ended_at": None,
+                "provenance": RunProvenance.model_validate(provenance or {}), "config": {"primary": "a"}})
     store.create_run(run)
     return store
 

@@ -18,6 +18,7 @@ from tests.support.records_factory import full_exchange as exchange
 from tests.support.records_factory import full_outcome as outcome
 from tests.support.records_factory import full_run_info as run_info
 
+from abserve.provenance_records import RunProvenance
 from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store import (
     RunExistsError,
@@ -102,7 +103,8 @@ def test_run_lifecycle(store: Store) -> None:
     with pytest.raises(RunExistsError):
         store.create_run(sent)
 
-    changed = sent.model_copy(update={"provenance": {"added": "later"}, "config": {"x": 1}})
+    changed = sent.model_copy(update={"provenance": RunProvenance.model_validate({"added": "later"}),
+                                      "config": {"x": 1}})
     store.update_run(changed)
     assert store.get_run("r1") == changed
 
@@ -111,7 +113,7 @@ def test_run_lifecycle(store: Store) -> None:
     assert done is not None
     assert done.status == "completed"
     assert done.ended_at is not None
-    assert done.provenance == {"added": "later"}
+    assert done.provenance.model_dump() == {"added": "later"}
 
     store.create_run(run_info("r0").model_copy(update={"started_at": 1.0}))
     assert [r.run_id for r in store.list_runs()] == ["r0", "r1"]

@@ -67,7 +67,7 @@ def get(store: Store) -> RunInfo:
 
 
 def restarts_of(store: Store) -> list[dict[str, Any]]:
-    found = get(store).provenance.get(ROUTER_RESTARTS_KEY)
+    found = get(store).provenance.model_dump(mode="json").get(ROUTER_RESTARTS_KEY)
     assert isinstance(found, list)
     return found
 
@@ -81,7 +81,7 @@ def test_a_completed_run_is_reopened_with_its_exchanges_and_the_restart_recorded
     run = get(store)
     assert (run.status, run.ended_at, run.started_at) == ("running", None, before.started_at)
     assert run.config == recorded
-    assert run.provenance["model"] == {"name": "tiny"}
+    assert run.provenance.model == {"name": "tiny"}
     (entry,) = restarts_of(store)
     assert entry["previous_status"] == "completed"
     assert entry["exchanges_before"] == 3
@@ -156,7 +156,7 @@ def test_open_run_without_resume_keeps_refusing_an_existing_run(store: Store, tm
     store.finish_run(RUN, "completed")
     with pytest.raises(RunExistsError):
         open_run(store, RUN, config(tmp_path), resume=False)
-    assert ROUTER_RESTARTS_KEY not in get(store).provenance
+    assert ROUTER_RESTARTS_KEY not in get(store).provenance.model_dump()
     open_run(store, RUN, config(tmp_path), resume=True)
     assert len(restarts_of(store)) == 1
     with pytest.raises(RunNotFoundError):
@@ -177,7 +177,7 @@ def test_update_run_keeps_the_restarts(store: Store, tmp_path: Path) -> None:
     stopped_run(store, tmp_path)
     read_before_restart = get(store)
     store.resume_run(RUN, config(tmp_path))
-    read_before_restart.provenance["arm_environment"] = {"a": {}}
+    read_before_restart.provenance.arm_environment = {"a": {}}
     store.update_run(read_before_restart)
-    assert get(store).provenance["arm_environment"] == {"a": {}}
+    assert get(store).provenance.arm_environment == {"a": {}}
     assert len(restarts_of(store)) == 1
