@@ -69,6 +69,10 @@ def preflight(config: ExperimentConfig, budget: BudgetConfig | None) -> tuple[Po
     budget = budget or config.budget
     if budget is None:
         return policy, None
+    if policy.mode != "sequential":
+        raise ValueError(f"a budget sends rounds until every critical gate is decided, which needs "
+                         f"intervals valid at every look: policy {policy.name!r} is mode: fixed "
+                         f"(valid for one look); use a mode: sequential policy or drop the budget")
     check_budget(config, budget)
     return policy, RoundLog(budget=budget)
 

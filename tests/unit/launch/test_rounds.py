@@ -92,6 +92,16 @@ def test_preflight_refuses_an_unknown_policy_key_and_an_empty_improvement_stratu
     assert rounds.budget.seconds == 200
 
 
+def test_preflight_refuses_a_budget_under_a_fixed_sample_policy(tmp_path: Path) -> None:
+    """A budget stops at the first look where the gates look decided: on one-look intervals
+    that peeking would inflate false fails, so the run is refused before a server starts."""
+    with pytest.raises(ValueError, match="mode: fixed"):
+        preflight(config(tmp_path, "mode: fixed\n"), BudgetConfig(seconds=200))
+    policy, rounds = preflight(config(tmp_path, "mode: fixed\n"), None)
+    assert policy.mode == "fixed"
+    assert rounds is None
+
+
 def test_judging_roles_follow_the_config_when_the_policy_names_other_arms() -> None:
     floor = ExperimentConfig.model_validate({
         "name": "f", "arms": {"a": {"lookup": "linear"}, "a2": {"lookup": "linear", "role": "noise_floor"}},
