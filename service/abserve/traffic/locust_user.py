@@ -72,6 +72,8 @@ def _add_options(parser: Any) -> None:
     add("--abserve-connect-retry", type=float, default=CONNECT_RETRY_S,
         help="seconds a request that reached nobody (a router restarting) is tried again; 0: never")
     add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
+    add("--abserve-source", default="", help="a traffic file to send instead of the profile "
+        "(abserve.traffic.sources.FileSource as JSON)")
     add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
         "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
 

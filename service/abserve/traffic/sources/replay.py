@@ -1,0 +1,94 @@
+"""Replay a checked traffic file: which requests a load process sends, in what order, when.
+
+A run (or one block of it) sends a window of the file's accepted requests: ``limit`` of them
+from the ``skip``-th on, wrapping around to the first when the file is shorter. Request ``j``
+of the window goes to worker ``j % shards``. Its planned offset is the sum of the recorded
+gaps before it, times ``time_scale`` (0.5: twice as fast): a line without an arrival, or
+one recorded earlier than the line before it, adds no gap, so a file without times is sent
+as fast as the in-flight cap (the load's users) lets it. Nothing is read ahead: each request
+is read, its images inlined, when a user asks for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+from abserve.traffic.corpus import CorpusEntry
+from abserve.traffic.sources.reader import Accepted, accepted
+from abserve.traffic.sources.spec import FileSource, RequestsFileError
+
+
+def window(src: FileSource, total: int, shard: int = 0,
+           shards: int = 1) -> Iterator[tuple[CorpusEntry, float]]:
+    """This worker's requests of the window, each with its planned offset in seconds."""
+    count = src.limit or total
+    offset, previous = 0.0, None
+    for j, item in enumerate(_cycle(src, total, src.skip % total)):
+        if j >= count:
+            return
+        if item.arrival is not None:
+            if previous is not None and item.arrival > previous:
+                offset += (item.arrival - previous) * src.time_scale
+            previous = item.arrival
+        if j % shards == shard:
+            yield item.entry, offset
+
+
+def _cycle(src: FileSource, total: int, start: int) -> Iterator[Accepted]:
+    """Accepted requests from ordinal ``start`` on, wrapping around (endless)."""
+    while True:
+        seen = 0
+        for item in accepted(src):
+            if not isinstance(item, Accepted):
+                if src.skip_invalid and not item.sampling:
+                    continue
+                raise RequestsFileError(f"{src.path}:{item.line}: {item.reason} (the file "
+                                        "changed since it was checked)")
+            seen += 1
+            if item.entry.index >= start:
+                yield item
+        if seen != total:
+            raise RequestsFileError(f"{src.path}: {seen} requests now, {total} when checked "
+                                    "(the file changed during the run)")
+        start = 0
+
+
+class StreamedEntries(Sequence[CorpusEntry]):
+    """A worker's window as a sequence read strictly in order: item ``k`` is asked for once,
+    after item ``k - 1`` (``RunState`` hands requests out one by one, under its lock)."""
+
+    def __init__(self, src: FileSource, total: int, shard: int, shards: int) -> None:
+        count = src.limit or total
+        self._size = len(range(shard, count, shards))
+        self._items = window(src, total, shard, shards)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, k: int) -> CorpusEntry: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[CorpusEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> CorpusEntry | Sequence[CorpusEntry]:
+        if isinstance(k, slice):
+            raise IndexError("a streamed traffic file is read in order, one request at a time")
+        return self.next_item(k)[0]
+
+    def next_item(self, k: int) -> tuple[CorpusEntry, float]:
+        """Request ``k`` of this worker's window and its planned offset (seconds)."""
+        with self._lock:
+            if k != self._next:
+                raise IndexError("a streamed traffic file is read in order, one request at a time")
+            self._next += 1
+            return next(self._items)
+
+
+def block_skip(shares: Sequence[int], index: int) -> int:
+    """Accepted requests the blocks before block ``index`` sent (block ``k`` sends
+    ``shares[k % len(shares)]``), so consecutive blocks send consecutive parts of a file."""
+    return sum(shares[k % len(shares)] for k in range(index))
