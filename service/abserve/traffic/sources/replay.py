@@ -2,10 +2,12 @@
 
 A run (or one block of it) sends a window of the file's accepted requests: ``limit`` of them
 from the ``skip``-th on, wrapping around to the first when the file is shorter. Request ``j``
-of the window goes to worker ``j % shards``. Its planned offset is the sum of the recorded
-gaps before it, times ``time_scale`` (0.5: twice as fast): a line without an arrival, or
-one recorded earlier than the line before it, adds no gap, so a file without times is sent
-as fast as the in-flight cap (the load's users) lets it. Nothing is read ahead: each request
+of the window goes to worker ``j % shards``. Its planned offset is its recorded arrival less
+the window's first, times ``time_scale`` (0.5: twice as fast); a line without an arrival, or
+one recorded before the latest so far (a log slightly out of order), is sent at the latest
+offset so far (never earlier than a line before it), so a file without times is sent as fast
+as the in-flight cap (the load's users) lets it. A window that wraps around to the file's
+start goes on from its offset at that point. Nothing is read ahead: each request
 is read, its images inlined, when a user asks for it.
 """
 
@@ -24,14 +26,17 @@ def window(src: FileSource, total: int, shard: int = 0,
            shards: int = 1) -> Iterator[tuple[CorpusEntry, float]]:
     """This worker's requests of the window, each with its planned offset in seconds."""
     count = src.limit or total
-    offset, previous = 0.0, None
+    offset, latest, last_index = 0.0, None, -1
     for j, item in enumerate(_cycle(src, total, src.skip % total)):
         if j >= count:
             return
+        if item.entry.index < last_index:  # wrapped around to the file's start: a new pass
+            latest = None
+        last_index = item.entry.index
         if item.arrival is not None:
-            if previous is not None and item.arrival > previous:
-                offset += (item.arrival - previous) * src.time_scale
-            previous = item.arrival
+            if latest is not None and item.arrival > latest:
+                offset += (item.arrival - latest) * src.time_scale
+            latest = item.arrival if latest is None else max(latest, item.arrival)
         if j % shards == shard:
             yield item.entry, offset
 
