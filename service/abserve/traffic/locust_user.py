@@ -35,6 +35,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
+from abserve.traffic.sources.spec import RequestsFileError
 
 log = logging.getLogger("abserve.traffic")
 EXIT_WORKER_LOST = 4
@@ -146,7 +147,12 @@ class ChatUser(User):
         state: RunState | None = _STATE["run"]
         if state is None:
             raise StopUser()
-        job = state.take()
+        try:
+            job = state.take()
+        except RequestsFileError as exc:  # a traffic file changed after it was checked
+            log.error("abserve: %s", exc)
+            _abort(self.environment, f"traffic file: {exc}", EXIT_SETUP)
+            raise StopUser() from exc
         if job is None:
             self._maybe_finish(state)
             raise StopUser()

@@ -19,7 +19,7 @@ from abserve.cli import app
 from abserve.config import ConfigError, ExperimentConfig, load_experiment
 from abserve.traffic import runner
 from abserve.traffic.run_state import RunOptions, build_state
-from abserve.traffic.sources import FileSource, window
+from abserve.traffic.sources import FileSource, RequestsFileError, window
 from abserve.traffic.sources.replay import block_skip
 
 URL = "https://images.example.com/cat.png"
@@ -143,3 +143,13 @@ def test_abserve_load_refuses_a_bad_file_before_locust_starts(
     assert (spec.requests, spec.profile, spec.source is not None) == (1, "file-bad", True)
     assert spec.source is not None
     assert spec.source.time_scale == 0.5
+
+
+def test_a_file_that_changes_after_its_check_stops_the_load_with_its_reason(tmp_path: Path) -> None:
+    path = timed_file(tmp_path, [0, 0, 0])
+    state = build_state(options(tmp_path, FileSource(path=path, replay="closed"), 3))
+    path.write_text(path.read_text().splitlines()[0] + "\n")  # two lines gone
+    assert state.take() is not None
+    with pytest.raises(RequestsFileError, match="1 requests now, 3 when checked"):
+        state.take()
+    state.close()

@@ -90,7 +90,11 @@ class StreamedEntries(Sequence[CorpusEntry]):
             if k != self._next:
                 raise IndexError("a streamed traffic file is read in order, one request at a time")
             self._next += 1
-            return next(self._items)
+            try:
+                return next(self._items)
+            except StopIteration:
+                raise RequestsFileError("the traffic file ended early (it changed since it was "
+                                        "checked)") from None
 
 
 def block_skip(shares: Sequence[int], index: int) -> int:
