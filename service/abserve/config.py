@@ -274,8 +274,9 @@ class ExperimentConfig(BaseModel):
         router = self.router
         limits = {key: router[key] for key in ("max_body_bytes", "max_images", "seeded_sampling")
                   if key in router}
+        checked = (item.imported or {}).get("requests")
         return FileSource(**item.file.model_dump(), model=self.model.served_name, label=item.profile,
-                          allowed_media_hosts=tuple(self.media_hosts()), skip=skip,
+                          allowed_media_hosts=tuple(self.media_hosts()), skip=skip, checked=checked,
                           **{"max_images": self.server.max_images, **limits})
 
     def media_hosts(self) -> list[str]:

@@ -120,7 +120,7 @@ def _checked_source(path: Path, **options: object) -> tuple[FileSource, int]:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from exc
     typer.echo(check.describe())
-    return source, check.requests
+    return source.model_copy(update={"checked": check.requests}), check.requests
 
 
 def corpus(

@@ -209,12 +209,13 @@ class FileRunState(RunState):
 
 
 def build_file_state(options: RunOptions, source: FileSource) -> FileRunState:
-    """Check the whole traffic file (nothing is sent from a file that fails), then stream it."""
+    """Check the whole traffic file unless the run did (nothing is sent from a file that
+    fails), then stream it."""
     if source.model is None and options.model:
         source = source.model_copy(update={"model": options.model})
-    check = check_file(source)
-    source = source.model_copy(update={"limit": options.requests or source.limit or check.requests})
-    entries = StreamedEntries(source, check.requests, options.shard, options.shards)
+    total = source.checked or check_file(source).requests
+    source = source.model_copy(update={"limit": options.requests or source.limit or total})
+    entries = StreamedEntries(source, total, options.shard, options.shards)
     named = RunOptions(**{**options.__dict__, "profile_name": source.label, "source": source})
     return FileRunState(named, entries, open_loop=source.replay == "recorded")
 

@@ -130,3 +130,18 @@ def test_without_a_run_model_each_line_must_name_one(tmp_path: Path) -> None:
     path = tf.bench_custom_file(tmp_path)
     with pytest.raises(RequestsFileError, match=r"custom\.jsonl:1: .*names no 'model'"):
         check_file(FileSource(path=path))
+
+
+def test_many_bad_lines_are_counted_and_the_first_twenty_named(tmp_path: Path) -> None:
+    rows = good_rows(30)
+    for row in rows[:25]:
+        row["temperature"] = 1.0
+    path = tf.write_jsonl(tmp_path / "t.jsonl", rows)
+    named = ", ".join(str(n) for n in range(1, 21))
+    with pytest.raises(RequestsFileError, match=rf"25 requests ask for sampling \(lines {named} and 5 more"):
+        check_file(source(path))
+    rows = [{"foo": 1}] * 22 + good_rows(1)
+    check = check_file(source(tf.write_jsonl(tmp_path / "u.jsonl", rows), skip_invalid=True))
+    assert (check.skipped, len(check.skipped_lines)) == (22, 20)
+    assert "22 invalid lines skipped (lines 1, 2," in check.describe()
+    assert "20 and 2 more)" in check.describe()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.config import ConfigError, ExperimentConfig, load_experiment
-from abserve.traffic import runner
+from abserve.traffic import run_state, runner
 from abserve.traffic.run_state import RunOptions, build_state
 from abserve.traffic.sources import FileSource, RequestsFileError, window
 from abserve.traffic.sources.replay import block_skip
@@ -93,7 +93,8 @@ def test_a_file_item_is_checked_when_the_config_loads(tmp_path: Path) -> None:
     assert (item.profile, item.requests) == ("file-gateway", 6)  # every line, path from the config
     assert item.imported is not None
     assert (item.imported["requests"], item.imported["images"]) == (6, 4)
-    assert config.file_source(item, skip=3).model == "tiny-llava"
+    sent = config.file_source(item, skip=3)
+    assert (sent.model, sent.skip, sent.checked) == ("tiny-llava", 3, 6)
     with pytest.raises(ValueError, match="not yet by docker compose"):
         item.plan_item()
     (tmp_path / "data" / "gateway.jsonl").write_text('{"model": "m", "messages": [\n')
@@ -152,4 +153,16 @@ def test_a_file_that_changes_after_its_check_stops_the_load_with_its_reason(tmp_
     assert state.take() is not None
     with pytest.raises(RequestsFileError, match="1 requests now, 3 when checked"):
         state.take()
+    state.close()
+
+
+def test_a_load_process_given_the_runs_count_does_not_walk_the_file_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def walked(_: FileSource) -> None:
+        raise AssertionError("the file was walked again")
+
+    monkeypatch.setattr(run_state, "check_file", walked)
+    src = FileSource(path=timed_file(tmp_path, [0, 1]), replay="closed", checked=2)
+    state = build_state(options(tmp_path, src, 0))
+    assert len(state.entries) == 2
     state.close()

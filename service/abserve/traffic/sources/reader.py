@@ -72,7 +72,8 @@ class FileCheck:
         if self.sampling["seeded"]:
             text += f"; {self.sampling['seeded']} sampled with the router's seed"
         if self.skipped:
-            text += f"; {self.skipped} invalid lines skipped (lines {_lines(self.skipped_lines)})"
+            text += (f"; {self.skipped} invalid lines skipped "
+                     f"(lines {_lines(self.skipped_lines, self.skipped)})")
         return text
 
 
@@ -137,11 +138,14 @@ def check_file(src: FileSource) -> FileCheck:
     """Walk the whole file before anything is sent; raise ``RequestsFileError`` when it cannot
     be sent as asked (the first bad line, lines asking for sampling, or nothing to send)."""
     check = FileCheck(str(src.path))
-    refused: list[int] = []
+    refused: list[int] = []  # the first LISTED lines asking for sampling; ``sampling_lines`` all
+    sampling_lines = 0
     for item in accepted(src):
         if isinstance(item, Problem):
             if item.sampling:
-                refused.append(item.line)
+                sampling_lines += 1
+                if len(refused) < LISTED:
+                    refused.append(item.line)
             elif not src.skip_invalid:
                 raise RequestsFileError(f"{src.path}:{item.line}: {item.reason} "
                                         "(--skip-invalid / skip_invalid: true counts and lists "
@@ -152,9 +156,10 @@ def check_file(src: FileSource) -> FileCheck:
                     check.skipped_lines.append(item.line)
             continue
         _count(check, item)
-    if refused:
+    if sampling_lines:
         raise RequestsFileError(
-            f"{src.path}: {len(refused)} requests ask for sampling (lines {_lines(refused)}) and "
+            f"{src.path}: {sampling_lines} requests ask for sampling (lines "
+            f"{_lines(refused, sampling_lines)}) and "
             "the router refuses sampling; send them greedy (greedy: true, --greedy) or allow "
             "seeded sampling in the router (seeded_sampling: allow)")
     if not check.requests:
@@ -179,6 +184,7 @@ def _fmt_of(item: Accepted) -> str:
         "chat" not in item.entry.path else "chat/completions"
 
 
-def _lines(lines: list[int]) -> str:
+def _lines(lines: list[int], total: int) -> str:
+    """The first lines listed, and how many more there are of ``total``."""
     shown = ", ".join(map(str, lines[:LISTED]))
-    return shown + (f" and {len(lines) - LISTED} more" if len(lines) > LISTED else "")
+    return shown + (f" and {total - len(lines[:LISTED])} more" if total > LISTED else "")

@@ -57,6 +57,9 @@ class FileSource(FileOptions):
     label: str = Field("file", pattern=r"^[a-z0-9][a-z0-9-]*$", description="the profile tag")
     skip: int = Field(0, ge=0, description="accepted requests passed over first")
     limit: int | None = Field(None, ge=1, description="send this many (wrapping around)")
+    # the accepted requests found when the run checked the file: a load process given it does
+    # not walk the whole file again first (a change since is still caught, at its line)
+    checked: int | None = Field(None, ge=1)
 
 
 def label_for(path: Path) -> str:
