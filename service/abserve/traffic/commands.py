@@ -73,6 +73,9 @@ def load(
     if requests_file is not None:
         if profile is not None or corpus_file is not None or duration is not None:
             raise typer.BadParameter("--requests-file replaces --profile, --corpus and --duration")
+        if shape != "closed" or rate or sweep_rates:
+            raise typer.BadParameter("a traffic file is sent at its recorded times or closed loop "
+                                     "(--replay, --time-scale); --shape and --rate do not apply")
         source, count = _checked_source(
             requests_file, format=file_format, replay=replay, time_scale=time_scale, sample=sample,
             seed=seed or 0, greedy=greedy, skip_invalid=skip_invalid, model=model,

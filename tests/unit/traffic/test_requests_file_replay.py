@@ -166,3 +166,12 @@ def test_a_load_process_given_the_runs_count_does_not_walk_the_file_first(
     state = build_state(options(tmp_path, src, 0))
     assert len(state.entries) == 2
     state.close()
+
+
+def test_abserve_load_refuses_options_that_do_not_apply_to_a_file(tmp_path: Path) -> None:
+    path = tf.write_jsonl(tmp_path / "t.jsonl", [tf.chat_body(0, [])])
+    for extra in (["--profile", "many-items"], ["--shape", "poisson", "--rate", "2"], ["--duration", "5"]):
+        result = CliRunner().invoke(app, ["load", "--requests-file", str(path), "--host", "http://127.0.0.1:9",
+                                          *extra])
+        assert result.exit_code == 4, (extra, result.output)  # a usage error, before anything is read
+        assert "Invalid value" in result.output
