@@ -259,6 +259,11 @@ class ExperimentConfig(BaseModel):
         ``requests`` sends every line that passes."""
         from abserve.traffic.sources import check_file
 
+        names = [item.profile for item in self.load.profiles]
+        for item in self.load.profiles:
+            if item.kind == "file" and names.count(item.profile) > 1:
+                raise ValueError(f"load item {item.profile!r} is named twice: a file item's label "
+                                 "(profile:) tags its requests and must be its own")
         for item in self.load.profiles:
             if item.kind == "file":
                 check = check_file(self.file_source(item))

@@ -97,6 +97,10 @@ def test_a_file_item_is_checked_when_the_config_loads(tmp_path: Path) -> None:
     assert (sent.model, sent.skip, sent.checked) == ("tiny-llava", 3, 6)
     with pytest.raises(ValueError, match="not yet by docker compose"):
         item.plan_item()
+    twice = {"kind": "file", "file": {"path": "data/gateway.jsonl"}}
+    with pytest.raises(ConfigError, match="'file-gateway' is named twice"):
+        load_experiment(experiment(tmp_path, twice, load={"profiles": [twice, twice]}))
+    experiment(tmp_path, twice)
     (tmp_path / "data" / "gateway.jsonl").write_text('{"model": "m", "messages": [\n')
     with pytest.raises(ConfigError, match=r"gateway\.jsonl:1: not valid JSON"):
         load_experiment(tmp_path / "exp.yaml")
