@@ -136,3 +136,30 @@ def test_jsonl_is_read_lazily_line_by_line(tmp_path: Path) -> None:
     assert bad.error is not None
     assert "not valid JSON" in bad.error
     assert next(stream) == lines.RawItem(4, {"b": 2})
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "array"])
+def test_a_file_is_checked_and_sent_in_memory_far_below_its_size(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    import tracemalloc
+
+    from abserve.traffic.sources import window
+
+    monkeypatch.setattr(lines, "CHUNK_CHARS", 1 << 14)
+    pad = " and more" * 200
+    rows = [orjson.dumps({**tf.chat_body(k, []), "tags": {"n": str(k)}, "pad": pad}) for k in range(3000)]
+    path = tmp_path / f"big.{layout}"
+    path.write_bytes(b"\n".join(rows) + b"\n" if layout == "jsonl" else b"[" + b",\n".join(rows) + b"]")
+    del rows
+    size = path.stat().st_size
+    assert size > 5_000_000
+    src = FileSource(path=path, model="tiny-llava", format="openai")
+    tracemalloc.start()
+    try:
+        total = check_file(src).requests
+        sent = sum(1 for _ in window(src, total))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == sent == 3000
+    assert peak < size / 20, (peak, size)
