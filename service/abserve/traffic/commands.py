@@ -35,7 +35,8 @@ def load(
     shape: ShapeOpt = "closed",
     rate: Annotated[float, typer.Option(help="requests/s for open-loop shapes")] = 0.0,
     sweep_rates: Annotated[str, typer.Option(help="comma-separated rates for sweep")] = "",
-    seed: Annotated[int | None, typer.Option(help="corpus seed (default: profile's)")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="corpus seed (default: profile's); a traffic file: which lines --sample keeps")] = None,
     run_id: Annotated[str | None, typer.Option(help="run id tag")] = None,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/load"),
     max_error_rate: Annotated[float, typer.Option(help="stop early above this")] = 0.2,

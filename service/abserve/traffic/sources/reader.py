@@ -53,7 +53,7 @@ class FileCheck:
     skipped: int = 0
     skipped_lines: list[int] = field(default_factory=list)
     sampling: Counter[str] = field(default_factory=Counter)  # seeded / forced-greedy
-    formats: Counter[str] = field(default_factory=Counter)
+    endpoints: Counter[str] = field(default_factory=Counter)  # chat/completions, completions
     timed: int = 0  # requests with a recorded arrival
 
     def summary(self) -> dict[str, Any]:
@@ -61,11 +61,11 @@ class FileCheck:
         return {"requests": self.requests, "images": self.images, "timed": self.timed,
                 "forced_greedy": self.sampling["forced-greedy"], "seeded": self.sampling["seeded"],
                 "skipped": self.skipped, "skipped_lines": list(self.skipped_lines),
-                "endpoints": dict(self.formats)}
+                "endpoints": dict(self.endpoints)}
 
     def describe(self) -> str:
         """One line for the console: what is sent, what was changed or left out."""
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.formats.items()))
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.endpoints.items()))
         text = f"{self.path}: {self.requests} requests ({kinds}), {self.images} images"
         if self.sampling["forced-greedy"]:
             text += f"; {self.sampling['forced-greedy']} asked for sampling, sent greedy"
@@ -173,15 +173,10 @@ def _count(check: FileCheck, item: Accepted) -> None:
     check.requests += 1
     check.images += item.entry.n_images
     check.timed += item.arrival is not None
-    check.formats[_fmt_of(item)] += 1
+    check.endpoints[item.entry.path.removeprefix("/v1/")] += 1
     sampling = tags.get(f"{TAG_HEADER_PREFIX}sampling")
     if sampling:
         check.sampling[sampling] += 1
-
-
-def _fmt_of(item: Accepted) -> str:
-    return "completions" if item.entry.path.endswith("/completions") and \
-        "chat" not in item.entry.path else "chat/completions"
 
 
 def _lines(lines: list[int], total: int) -> str:
