@@ -36,3 +36,13 @@ def test_the_report_says_how_many_requests_of_a_file_were_made_greedy(tmp_path: 
 def test_generated_traffic_says_nothing_of_files() -> None:
     j = judge(run_info(), ab_run(10), Policy())
     assert imported_statements(j) == []
+
+
+def test_a_mismatch_of_an_imported_request_names_its_line_in_the_file(tmp_path: Path) -> None:
+    exchanges = ab_run(30, candidate_tokens={7: [1, 2, 3, 99, 98, 97, 96, 95]})
+    exchanges[7].tags["source-line"] = "412"
+    j = judge(run_info(), exchanges, Policy())
+    paths = write_report(j, tmp_path / "out", exchanges={ex.request_id: ex for ex in exchanges})
+    summary = next(line for line in paths.markdown.read_text().splitlines() if "req-00007" in line
+                   and "<summary>" in line)
+    assert "source-line=412" in summary
