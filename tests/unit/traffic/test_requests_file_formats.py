@@ -163,3 +163,11 @@ def test_a_file_is_checked_and_sent_in_memory_far_below_its_size(
         tracemalloc.stop()
     assert total == sent == 3000
     assert peak < size / 20, (peak, size)
+
+
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "l.jsonl").write_bytes(bom + b'{"a": 1}\n{"b": 2}\n')
+    (tmp_path / "a.json").write_bytes(bom + b'[{"a": 1}, {"b": 2}]')
+    for name in ("l.jsonl", "a.json"):
+        assert [i.value for i in lines.iter_items(tmp_path / name)] == [{"a": 1}, {"b": 2}]

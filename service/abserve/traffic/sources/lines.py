@@ -19,6 +19,7 @@ import orjson
 
 from abserve.traffic.sources.spec import RequestsFileError
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write first: skipped
 CHUNK_CHARS = 1 << 20
 MAX_ELEMENT_CHARS = 256 << 20  # an array element larger than this is refused, not buffered on
 
@@ -35,8 +36,10 @@ class RawItem:
 def is_array_file(path: Path) -> bool:
     """Whether the file is one JSON array (its first non-blank character is ``[``)."""
     with path.open("rb") as fh:
+        first = True
         while chunk := fh.read(4096):
-            stripped = chunk.lstrip()
+            stripped = (chunk.removeprefix(BOM) if first else chunk).lstrip()
+            first = False
             if stripped:
                 return stripped[:1] == b"["
     return False
@@ -55,6 +58,8 @@ def iter_items(path: Path) -> Iterator[RawItem]:
 def _jsonl_items(path: Path) -> Iterator[RawItem]:
     with path.open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
+            if lineno == 1:
+                line = line.removeprefix(BOM)
             if not line.strip():
                 continue
             try:
@@ -65,7 +70,7 @@ def _jsonl_items(path: Path) -> Iterator[RawItem]:
 
 def _array_items(path: Path) -> Iterator[RawItem]:
     decoder = json.JSONDecoder()
-    with path.open(encoding="utf-8") as fh:
+    with path.open(encoding="utf-8-sig") as fh:
         buf, line, eof = fh.read(CHUNK_CHARS), 1, False
         pos = _skip(buf, 0)
         if buf[pos:pos + 1] != "[":
