@@ -5,8 +5,8 @@ in the run's provenance (``load_plan[].imported``, ``abserve.traffic.sources.Fil
 many requests and images, how many lines asked for sampling and were sent greedy (temperature
 0, tagged ``sampling=forced-greedy``) or sampled with the router's seed, and the invalid lines
 left out. A reviewer must see that the requests judged are not exactly the user's: one
-sentence per file says so. Pure: everything comes from the ``Judgment``; read defensively
-(provenance is free-form).
+sentence per file says so (``abserve check`` prints the same sentence before a run). Pure:
+everything comes from the ``Judgment``; read defensively (provenance is free-form).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ def _count(facts: Mapping[str, Any], key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _one(item: Mapping[str, Any]) -> str | None:
+def file_statement(item: Mapping[str, Any]) -> str | None:
+    """One load-plan item of kind ``file`` as a sentence; None when it is not one."""
     facts, source = item.get("imported"), item.get("file")
-    if not isinstance(facts, Mapping) or not isinstance(source, Mapping):
+    if item.get("kind") != "file" or not isinstance(facts, Mapping) or not isinstance(source, Mapping):
         return None
     text = (f"{item.get('profile', 'file')} from {source.get('path', '?')}: "
             f"{_count(facts, 'requests')} requests, {_count(facts, 'images')} images")
@@ -46,8 +47,8 @@ def imported_statements(j: Judgment) -> list[str]:
     plan = j.provenance.get("load_plan")
     out = []
     for item in plan if isinstance(plan, list) else []:
-        if isinstance(item, Mapping) and item.get("kind") == "file":
-            line = _one(item)
+        if isinstance(item, Mapping):
+            line = file_statement(item)
             if line is not None:
                 out.append(line)
     return out
