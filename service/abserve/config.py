@@ -15,6 +15,7 @@ which reads this same schema.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from abserve.config_paths import rebase_experiment
 from abserve.packaged import packaged, resolve_config
 from abserve.placement import Order, is_balanced, plan_blocks
 from abserve.roles import baselines, resolve_roles
+from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
 from abserve.yamlfile import read_mapping
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
@@ -71,15 +73,37 @@ class ServerConfig(ServerFlags):
 
 
 class LoadItem(BaseModel):
-    """One traffic profile, how many requests of it to send, and overrides of its knobs."""
+    """One traffic profile, how many requests of it to send, and overrides of its knobs; or
+    (``kind: file``) a traffic file (``abserve.traffic.sources``, docs/traffic-files.md),
+    whose ``requests`` default to every line it sends and whose ``profile`` is its label."""
 
     model_config = ConfigDict(extra="forbid")
-    profile: str = Field(pattern=r"^[A-Za-z0-9._/-]+$")
-    requests: int = Field(gt=0)
+    kind: Literal["profile", "file"] = "profile"
+    profile: str = Field("", pattern=r"^([A-Za-z0-9._/-]+)?$")
+    requests: int = Field(0, ge=0)  # a file: 0 = every line it sends (set when the config loads)
     set: dict[str, Any] = Field(default_factory=dict)  # locustfile's --abserve-set, dotted keys
+    file: FileOptions | None = None
+    # set when the config loads (never read from the file): what the checked file sends, for
+    # the run's provenance (requests, images, forced_greedy, seeded, skipped lines...)
+    imported: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _kind(self) -> LoadItem:
+        if self.kind == "profile":
+            if not self.profile or self.requests < 1 or self.file is not None:
+                raise ValueError("a profile item needs profile and requests > 0 (and no file)")
+            return self
+        if self.file is None or self.set:
+            raise ValueError("a file item needs file: {path: ...} (and no set: overrides)")
+        self.profile = self.profile or label_for(self.file.path)
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", self.profile):
+            raise ValueError("a file item's profile (its label) is lowercase letters, digits, '-'")
+        return self
 
     def plan_item(self) -> str:
         """``profile:requests[:key=value;key=value]``, one word of compose's ``ABSERVE_LOAD_PLAN``."""
+        if self.kind == "file":
+            raise ValueError("traffic files are sent by abserve run, not yet by docker compose")
         item = f"{self.profile}:{self.requests}"
         if self.set:
             pairs = ";".join(f"{key}={_plain(value)}" for key, value in self.set.items())
@@ -87,6 +111,11 @@ class LoadItem(BaseModel):
         if any(ch.isspace() for ch in item):
             raise ValueError(f"load item {item!r} must not contain whitespace")
         return item
+
+
+def _host(name: object) -> str:
+    """A media host as the router compares it (``RouterSettings.allowed_media_hosts``)."""
+    return str(name).strip().lower().rstrip(".")
 
 
 def _plain(value: Any) -> str:
@@ -222,6 +251,51 @@ class ExperimentConfig(BaseModel):
 
     def arms_with_role(self, role: Role) -> list[str]:
         return [name for name, arm in self.arms.items() if arm.role == role]
+
+    @model_validator(mode="after")
+    def _check_files(self) -> ExperimentConfig:
+        """Every traffic file is read and checked against this run's router now, before any
+        server starts (``abserve.traffic.sources.check_file``); a file item without
+        ``requests`` sends every line that passes."""
+        from abserve.traffic.sources import check_file
+
+        names = [item.profile for item in self.load.profiles]
+        for item in self.load.profiles:
+            if item.kind == "file" and names.count(item.profile) > 1:
+                raise ValueError(f"load item {item.profile!r} is named twice: a file item's label "
+                                 "(profile:) tags its requests and must be its own")
+        for item in self.load.profiles:
+            if item.kind == "file":
+                check = check_file(self.file_source(item))
+                item.requests = item.requests or check.requests
+                item.imported = check.summary()
+        return self
+
+    def file_source(self, item: LoadItem, skip: int = 0) -> FileSource:
+        """A file item as this run sends it: the router's limits and sampling rule, the media
+        hosts router and arms both allow, the served model; from accepted request ``skip`` on."""
+        if item.file is None:
+            raise ValueError(f"load item {item.profile!r} is not a traffic file")
+        router = self.router
+        limits = {key: router[key] for key in ("max_body_bytes", "max_images", "seeded_sampling")
+                  if key in router}
+        checked = (item.imported or {}).get("requests")
+        return FileSource(**item.file.model_dump(), model=self.model.served_name, label=item.profile,
+                          allowed_media_hosts=tuple(self.media_hosts()), skip=skip, checked=checked,
+                          **{"max_images": self.server.max_images, **limits})
+
+    def media_hosts(self) -> list[str]:
+        """http(s) image hosts this run may send: the router's ``allowed_media_hosts`` that every
+        arm's ``--allowed-media-domains`` also names (``server:`` args, the arm's own winning).
+        An arm that names none allows none (abserve starts it with a domain that never
+        resolves), and an external arm's flags are unknown, so it allows none either."""
+        hosts = [_host(h) for h in self.router.get("allowed_media_hosts") or []]
+        for arm in self.arms.values():
+            named = {**self.server.args, **arm.args}.get("--allowed-media-domains")
+            if arm.kind == "external" or not isinstance(named, str):
+                return []
+            hosts = [h for h in hosts if h == _host(named)]
+        return hosts
 
     @model_validator(mode="after")
     def _check_blocks(self) -> ExperimentConfig:

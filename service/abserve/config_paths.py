@@ -8,6 +8,7 @@ started from and whichever file of the chain set it. The rules are ``abserve.pac
   else to the current directory, else a bare name is the packaged one (``policy: gpu``);
 - ``load.profiles[].profile`` that is a path (``my/profile.yaml``) is a traffic reference; a bare
   profile name stays a name (it is a label in the records; ``abserve.traffic.profiles`` finds it);
+  a traffic file's ``load.profiles[].file.path`` is relative to the file when it exists there;
 - ``model.path`` and an arm's ``python:`` / ``venv:`` are relative to the file when they exist
   there, else as written (relative to the current directory, where abserve builds the tiny model
   and ``install:`` venvs).
@@ -61,6 +62,9 @@ def _rebase_arm(arm: Any, folder: Path) -> Any:
 
 
 def _rebase_item(item: Any, folder: Path) -> Any:
+    source = item.get("file") if isinstance(item, dict) else None
+    if isinstance(source, dict) and isinstance(source.get("path"), str):  # a traffic file
+        return {**item, "file": {**source, "path": str(resolve_path(source["path"], folder))}}
     if not isinstance(item, dict) or not isinstance(item.get("profile"), str) or is_name(item["profile"]):
         return item
     return {**item, "profile": str(resolve_config(item["profile"], "traffic", folder))}

@@ -163,6 +163,11 @@ def check(
         fact = facts[name]
         typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "
                    f"{'proves ' + arm.expected_mode if arm.expected_mode else 'unproven'}")
+    from abserve.report.imported import file_statement
+
+    for item in experiment.load.profiles:  # traffic files, checked when the config loaded
+        if (said := file_statement(item.model_dump())) is not None:
+            typer.echo(f"traffic {said}")
 
 
 def _check_gpu(config: Path, env_file: Path | None, allow_unpinned: bool) -> None:

@@ -172,10 +172,12 @@ def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
                 servers: dict[str, VllmServer], paths: RunPaths, run_id: str, tags: dict[str, str]) -> int:
     """Send the block's share of every profile, one after another; return the requests sent."""
     from abserve.traffic.runner import LoadSpec, run_load
+    from abserve.traffic.sources.replay import block_skip
 
     sent = 0
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
+        source = config.file_source(item, block_skip(share, block.index)) if item.kind == "file" else None
         summary = run_load(LoadSpec(
             item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
@@ -183,7 +185,7 @@ def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
             model=config.model.served_name, tokenize_url=arm_servers.tokenize_url(config, servers),
             overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
-            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key,
+            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
         ))
         if summary.abort_reason:
             raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
@@ -203,7 +205,8 @@ def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[s
                       tokenize_url=arm_servers.tokenize_url(config, servers),
                       overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
                       max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
-                      api_key=router.api_key))
+                      api_key=router.api_key,
+                      source=config.file_source(item) if item.kind == "file" else None))
 
 
 def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],

@@ -33,7 +33,8 @@ IMAGE_NOTE = ("The store keeps no image bytes, sizes or prompt positions: the ro
               "a hash of each image, in prompt order (image 1 comes first in the prompt). A request "
               "that abserve's load generator sent is rebuilt from its corpus tags, and its images are "
               "shown with their prompt positions only when they hash to the recorded ones.")
-REBUILD_TAGS = ("profile", "corpus-index", "seed", "items", "token-estimate")
+# shown with a mismatch: what rebuilds a generated request, and the line of an imported one
+REBUILD_TAGS = ("profile", "corpus-index", "seed", "items", "token-estimate", "source-line")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
   µs per item for a per-item cost; no unit after a value that is not there).
 - ``story``: the first screen's facts: why the run stopped (or that it was a single look),
   where the warm-up was cut, whether abserve controlled the arms' placement, the cost per item,
-  whether the router restarted during the run.
+  whether the router restarted during the run, what traffic files sent and changed.
 - ``gate_views``: per gate, the trajectory chart (estimate and anytime-valid band at every
   look, the allowance drawn) and the drift chart, or one line saying why there is none.
 - ``sequential_log``: the looks ``abserve run`` recorded in the run's provenance.
@@ -23,6 +23,7 @@ from markupsafe import Markup
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
 from abserve.report.effect import failing_strata
+from abserve.report.imported import imported_statements
 from abserve.report.restarts import restart_statement, router_restarts
 from abserve.units import ms, scaled
 
@@ -182,6 +183,7 @@ class Story:
     placement: str | None  # None: placement controlled (nothing to warn about)
     headlines: list[str]
     restarts: str | None = None  # the router's restarts during the run (report/restarts.py)
+    traffic: list[str] = field(default_factory=list)  # traffic files (report/imported.py)
 
 
 def placement_biases(j: Judgment) -> dict[str, float]:
@@ -231,7 +233,7 @@ def story(j: Judgment) -> Story:
              for m in j.metrics if is_per_item(m)]
     placement = " ".join(t for t in (placement_statement(j), j.pacing) if t) or None
     return Story(stop, decided, f"Warm-up: {warm}.", placement, heads,
-                 restart_statement(j))
+                 restart_statement(j), imported_statements(j))
 
 
 # --- trajectory and drift charts ---------------------------------------------------------------

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from abserve import exit_codes
+
+if TYPE_CHECKING:
+    from abserve.traffic.sources import FileSource
 
 # abserve.traffic.corpus.API_KEY_ENV, named here so the CLI starts without importing the corpus
 API_KEY_ENV = "ABSERVE_API_KEY"
@@ -23,15 +26,17 @@ def register(app: typer.Typer) -> None:
 
 
 def load(
-    profile: Annotated[str, typer.Option(help="profile name (configs/traffic) or YAML path")],
     host: Annotated[str, typer.Option(help="router or OpenAI-compatible server URL")],
+    profile: Annotated[str | None, typer.Option(
+        help="profile name (configs/traffic) or YAML path")] = None,
     requests: Annotated[int | None, typer.Option(help="send exactly N requests")] = None,
     duration: Annotated[float | None, typer.Option(help="or run for S seconds")] = None,
     users: Annotated[int, typer.Option(help="concurrent users (open loop: pool)")] = 4,
     shape: ShapeOpt = "closed",
     rate: Annotated[float, typer.Option(help="requests/s for open-loop shapes")] = 0.0,
     sweep_rates: Annotated[str, typer.Option(help="comma-separated rates for sweep")] = "",
-    seed: Annotated[int | None, typer.Option(help="corpus seed (default: profile's)")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="corpus seed (default: profile's); a traffic file: which lines --sample keeps")] = None,
     run_id: Annotated[str | None, typer.Option(help="run id tag")] = None,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/load"),
     max_error_rate: Annotated[float, typer.Option(help="stop early above this")] = 0.2,
@@ -43,10 +48,45 @@ def load(
     api_key: Annotated[str | None, typer.Option(
         envvar=API_KEY_ENV, show_envvar=True, show_default=False,
         help="the router's API key, sent as a Bearer token (the router reads the same variable)")] = None,
+    requests_file: Annotated[Path | None, typer.Option(
+        help="send this traffic file instead of a profile (docs/traffic-files.md)")] = None,
+    file_format: Annotated[str, typer.Option(
+        "--format", help="auto | openai | bench-custom | bench-sharegpt | corpus")] = "auto",
+    replay: Annotated[str, typer.Option(
+        help="recorded: at the file's arrival times (--users caps requests in flight); "
+             "closed: --users users back to back")] = "recorded",
+    time_scale: Annotated[float, typer.Option(help="0.5 replays twice as fast")] = 1.0,
+    sample: Annotated[float, typer.Option(help="send this fraction of the lines (--seed)")] = 1.0,
+    greedy: Annotated[bool, typer.Option(help="send sampling requests with temperature 0")] = False,
+    allow_sampling: Annotated[bool, typer.Option(
+        help="the router allows seeded sampling: send sampling requests as they are")] = False,
+    skip_invalid: Annotated[bool, typer.Option(help="count and list bad lines, send the rest")] = False,
+    media_host: Annotated[list[str] | None, typer.Option(
+        help="an http(s) image host the router and the arms both allow (repeatable)")] = None,
+    max_body_bytes: Annotated[int | None, typer.Option(help="the router's body limit")] = None,
+    max_images: Annotated[int | None, typer.Option(help="the router's image limit")] = None,
 ) -> None:
-    """Send a bounded load of one traffic profile and write per-request timings."""
+    """Send a bounded load of one traffic profile, or a traffic file, and write per-request
+    timings."""
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
 
+    source = None
+    if requests_file is not None:
+        if profile is not None or corpus_file is not None or duration is not None:
+            raise typer.BadParameter("--requests-file replaces --profile, --corpus and --duration")
+        if shape != "closed" or rate or sweep_rates:
+            raise typer.BadParameter("a traffic file is sent at its recorded times or closed loop "
+                                     "(--replay, --time-scale); --shape and --rate do not apply")
+        source, count = _checked_source(
+            requests_file, format=file_format, replay=replay, time_scale=time_scale, sample=sample,
+            seed=seed or 0, greedy=greedy, skip_invalid=skip_invalid, model=model,
+            seeded_sampling="allow" if allow_sampling else "refuse",
+            allowed_media_hosts=tuple(h.lower() for h in media_host or ()),
+            **({"max_body_bytes": max_body_bytes} if max_body_bytes else {}),
+            **({"max_images": max_images} if max_images is not None else {}))
+        requests, profile = requests or count, source.label
+    elif profile is None:
+        raise typer.BadParameter("give --profile or --requests-file")
     if (requests is None) == (duration is None):
         raise typer.BadParameter("give exactly one of --requests or --duration")
     rid = run_id or f"load-{uuid.uuid4().hex[:12]}"
@@ -57,7 +97,7 @@ def load(
             run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
             rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
             overrides=set_ or [], corpus=corpus_file, sweep_rates=rates, processes=processes,
-            api_key=api_key))
+            api_key=api_key, source=source))
     except LoadError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from exc
@@ -67,6 +107,24 @@ def load(
         raise typer.Exit(exit_codes.LOAD_ERROR_RATE)
     if summary.stop_reason == "worker_lost":  # a --processes run whose worker died
         raise typer.Exit(exit_codes.LOAD_WORKER_LOST)
+
+
+def _checked_source(path: Path, **options: object) -> tuple[FileSource, int]:
+    """The file source, checked here first so a bad file fails before Locust starts."""
+    from pydantic import ValidationError
+
+    from abserve.traffic.sources import FileSource, RequestsFileError, check_file, label_for
+
+    try:
+        source = FileSource.model_validate({"path": path, "label": label_for(path), **options})
+        check = check_file(source)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    except RequestsFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exit_codes.USAGE) from exc
+    typer.echo(check.describe())
+    return source.model_copy(update={"checked": check.requests}), check.requests
 
 
 def corpus(

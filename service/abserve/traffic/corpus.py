@@ -53,6 +53,7 @@ class CorpusEntry:
     image_hashes: tuple[str, ...]
     token_estimate: int
     spans: tuple[Span, ...] = field(default=())
+    path: str = CHAT_PATH  # the endpoint (an imported completions request: /v1/completions)
 
     def headers(self, run_id: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """HTTP headers for sending this entry in run ``run_id``, plus ``extra`` run tags
@@ -63,7 +64,7 @@ class CorpusEntry:
 
 
 RESERVED_TAGS = frozenset({"run-id", "request-id", "profile", "items", "token-estimate",
-                           "corpus-index", "seed"})
+                           "corpus-index", "seed", "source-line", "sampling"})
 _TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9 .,:+_/=-]{0,200}$")
 

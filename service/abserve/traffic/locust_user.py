@@ -35,6 +35,7 @@ from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
+from abserve.traffic.sources.spec import RequestsFileError
 
 log = logging.getLogger("abserve.traffic")
 EXIT_WORKER_LOST = 4
@@ -72,6 +73,8 @@ def _add_options(parser: Any) -> None:
     add("--abserve-connect-retry", type=float, default=CONNECT_RETRY_S,
         help="seconds a request that reached nobody (a router restarting) is tried again; 0: never")
     add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
+    add("--abserve-source", default="", help="a traffic file to send instead of the profile "
+        "(abserve.traffic.sources.FileSource as JSON)")
     add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
         "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
 
@@ -144,7 +147,12 @@ class ChatUser(User):
         state: RunState | None = _STATE["run"]
         if state is None:
             raise StopUser()
-        job = state.take()
+        try:
+            job = state.take()
+        except RequestsFileError as exc:  # a traffic file changed after it was checked
+            log.error("abserve: %s", exc)
+            _abort(self.environment, f"traffic file: {exc}", EXIT_SETUP)
+            raise StopUser() from exc
         if job is None:
             self._maybe_finish(state)
             raise StopUser()

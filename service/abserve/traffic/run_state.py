@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from argparse import Namespace
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from abserve.traffic.corpus import CorpusEntry, build_corpus, parse_tags, read_j
 from abserve.traffic.profiles import load_profile, parse_overrides
 from abserve.traffic.sender import CONNECT_RETRY_S, auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
+from abserve.traffic.sources import FileSource, StreamedEntries, check_file
 from abserve.traffic.timing import TimingRecord, TimingWriter
 
 
@@ -55,6 +57,7 @@ class RunOptions:
     profile_name: str = ""
     tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
     connect_retry_s: float = CONNECT_RETRY_S  # a request that reached nobody is tried again so long
+    source: FileSource | None = None  # a traffic file (``abserve.traffic.sources``) replaces the profile
 
     @classmethod
     def from_namespace(cls, ns: Namespace, host: str, shard: int, shards: int,
@@ -83,7 +86,9 @@ class RunOptions:
             min_requests=ns.abserve_min_requests, model=ns.abserve_model,
             tokenize_url=ns.abserve_tokenize_url, timeout_s=ns.abserve_timeout,
             shard=shard, shards=shards, node=node, tags=parse_tags(ns.abserve_tags),
-            connect_retry_s=getattr(ns, "abserve_connect_retry", CONNECT_RETRY_S))
+            connect_retry_s=getattr(ns, "abserve_connect_retry", CONNECT_RETRY_S),
+            source=FileSource.model_validate_json(ns.abserve_source)
+            if getattr(ns, "abserve_source", "") else None)
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class Job:
 class RunState:
     """The mutable side of one process's run."""
 
-    def __init__(self, options: RunOptions, entries: list[CorpusEntry],
+    def __init__(self, options: RunOptions, entries: Sequence[CorpusEntry],
                  plan: list[Arrival] | None) -> None:
         if not entries:
             raise ValueError(f"shard {options.shard} of {options.shards} has no requests; "
@@ -181,8 +186,44 @@ class RunState:
         self.writer.close()
 
 
+class FileRunState(RunState):
+    """A traffic file's window, read request by request (``sources.replay``): open loop at the
+    recorded offsets (``replay: recorded``; the users cap requests in flight) or closed loop."""
+
+    def __init__(self, options: RunOptions, entries: StreamedEntries, open_loop: bool) -> None:
+        super().__init__(options, entries, None)
+        self.stream = entries
+        self.open_loop = open_loop
+
+    def _next_job(self, elapsed: float) -> Job | None:
+        k = self._next
+        if k >= len(self.stream):
+            return None
+        entry, offset = self.stream.next_item(k)
+        self._next += 1
+        if not self.open_loop:
+            return Job(entry, None, None)
+        if self._origin is None:
+            raise RuntimeError("an open-loop replay has no origin: take() sets it first")
+        return Job(entry, Arrival(offset, 0.0), self._origin + offset)
+
+
+def build_file_state(options: RunOptions, source: FileSource) -> FileRunState:
+    """Check the whole traffic file unless the run did (nothing is sent from a file that
+    fails), then stream it."""
+    if source.model is None and options.model:
+        source = source.model_copy(update={"model": options.model})
+    total = source.checked or check_file(source).requests
+    source = source.model_copy(update={"limit": options.requests or source.limit or total})
+    entries = StreamedEntries(source, total, options.shard, options.shards)
+    named = RunOptions(**{**options.__dict__, "profile_name": source.label, "source": source})
+    return FileRunState(named, entries, open_loop=source.replay == "recorded")
+
+
 def build_state(options: RunOptions) -> RunState:
     """Build (or replay) this shard's corpus and plan; everything before the clock starts."""
+    if options.source is not None:
+        return build_file_state(options, options.source)
     profile = load_profile(options.profile, options.overrides)
     seed = profile.seed if options.seed is None else options.seed
     n = options.requests or options.corpus_size

@@ -19,6 +19,7 @@ from pathlib import Path
 # not from sender: it imports urllib3 (and ssl), which must come after Locust's gevent patching
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
+from abserve.traffic.sources.spec import FileSource
 from abserve.traffic.timing import read_timings
 
 # Packaged, so an installed abserve sends load from any directory (abserve.loadtest).
@@ -95,6 +96,9 @@ class LoadSpec:
     # abserve run owns its router, which never restarts: a refused request fails at once
     # (docker/run-load.sh keeps the locustfile's default, for a restarted router container)
     connect_retry_s: float = 0.0
+    # a traffic file (``abserve.traffic.sources``) instead of the profile's generated corpus;
+    # ``requests`` is then how many of its accepted requests to send (``profile``: its label)
+    source: FileSource | None = None
 
 
 def locust_args(spec: LoadSpec) -> list[str]:
@@ -118,7 +122,8 @@ def locust_args(spec: LoadSpec) -> list[str]:
                 "--abserve-set": ";".join(spec.overrides) if spec.overrides else None,
                 "--abserve-sweep-rates": ",".join(map(str, spec.sweep_rates))
                 if spec.sweep_rates else None,
-                "--abserve-tags": format_tags(dict(spec.tags)) if spec.tags else None}
+                "--abserve-tags": format_tags(dict(spec.tags)) if spec.tags else None,
+                "--abserve-source": spec.source.model_dump_json() if spec.source else None}
     for flag, value in optional.items():
         if value is not None:
             args += [flag, str(value)]

@@ -21,7 +21,7 @@ import orjson
 import urllib3
 
 from abserve.records import REQUEST_ID_HEADER
-from abserve.traffic.corpus import API_KEY_ENV, CHAT_PATH, CorpusEntry
+from abserve.traffic.corpus import API_KEY_ENV, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord
 
@@ -47,7 +47,8 @@ def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_
                profile: str, worker: str, timeout_s: float, arrival: Arrival | None = None,
                scheduled_at: float | None = None, tags: dict[str, str] | None = None,
                connect_retry_s: float = CONNECT_RETRY_S) -> TimingRecord:
-    """POST one entry to ``host``'s chat endpoint and return what the client measured."""
+    """POST one entry to ``host``'s endpoint (``entry.path``: chat/completions unless an
+    imported completions request) and return what the client measured."""
     first = time.monotonic()
     attempt = 0
     while True:
@@ -67,7 +68,7 @@ def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id
              profile: str, worker: str, timeout_s: float, arrival: Arrival | None,
              scheduled_at: float | None, tags: dict[str, str] | None) -> TimingRecord:
     """One try: the request, its stream timed, errors as a short class."""
-    url = host.rstrip("/") + CHAT_PATH
+    url = host.rstrip("/") + entry.path
     sent_at = time.time()
     t0 = time.perf_counter()
     timer = StreamTimer(t0)

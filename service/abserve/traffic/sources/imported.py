@@ -1,0 +1,70 @@
+"""One request read from a traffic file, before abserve checks and prepares it.
+
+Every reader (``openai_jsonl``, ``bench_datasets``, ``corpus_jsonl``) turns one item of its
+format into an ``Imported``: the endpoint, the request body as a dict, its recorded arrival
+(seconds on any clock; only differences count) and the tags the line carried. A reader that
+cannot make sense of an item raises ``LineError``; the caller adds the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Endpoint = Literal["chat/completions", "completions"]
+ENDPOINT_PATHS: dict[Endpoint, str] = {"chat/completions": "/v1/chat/completions",
+                                       "completions": "/v1/completions"}
+
+
+class LineError(ValueError):
+    """One item of a traffic file that cannot be sent; the message never quotes its text."""
+
+
+@dataclass
+class Imported:
+    """A request as a reader understood it."""
+
+    line: int
+    endpoint: Endpoint
+    body: dict[str, Any]
+    arrival: float | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    fmt: str = "openai"
+    image_refs: int = 0  # image paths a bench format named (inlined later)
+
+
+def arrival_of(meta: dict[str, Any]) -> float | None:
+    """A line's arrival: ``timestamp`` (epoch seconds or ISO 8601) or ``offset`` seconds."""
+    for key in ("offset", "offset_s"):
+        if key in meta:
+            value = meta[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise LineError(f"'{key}' must be a number of seconds >= 0")
+            return float(value)
+    if "timestamp" not in meta:
+        return None
+    value = meta["timestamp"]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            raise LineError("'timestamp' is neither epoch seconds nor ISO 8601") from None
+    raise LineError("'timestamp' must be a number or an ISO 8601 string")
+
+
+def tags_of(meta: dict[str, Any]) -> dict[str, str]:
+    """A line's own ``tags`` mapping, values as text (checked later like run tags)."""
+    raw = meta.get("tags")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise LineError("'tags' must be a mapping of names to values")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict | list) or value is None:
+            raise LineError(f"tag {key!r} must be a plain value")
+        out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out

@@ -1,0 +1,185 @@
+"""Read a traffic file of any supported format into sendable requests, checked, streamed.
+
+``accepted`` walks the file once (``lines.iter_items``), keeps the deterministic sample
+(line ``n`` is kept when a hash of (seed, n) falls below ``sample``: the same lines on every
+run and every worker, without reading ahead), reads each item with its format's reader and
+prepares it (``prepare``). ``check_file`` is that walk with nothing kept but counts and the
+bad lines: run before any request is sent, it fails at the first bad line (file and line
+number) unless ``skip_invalid``, and always when lines ask for sampling the router refuses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from abserve.records import TAG_HEADER_PREFIX
+from abserve.traffic.corpus import CorpusEntry, derive_seed
+from abserve.traffic.sources import bench_datasets, corpus_jsonl, openai_jsonl
+from abserve.traffic.sources.imported import Imported, LineError
+from abserve.traffic.sources.lines import RawItem, is_array_file, iter_items
+from abserve.traffic.sources.prepare import SamplingRefused, prepare
+from abserve.traffic.sources.spec import FileSource, RequestsFileError
+
+LISTED = 20  # bad lines named in a message or summary
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """One request to send and its recorded arrival (seconds; None when the line has none)."""
+
+    entry: CorpusEntry
+    arrival: float | None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A line that cannot be sent, and why."""
+
+    line: int
+    reason: str
+    sampling: bool = False
+
+
+@dataclass
+class FileCheck:
+    """What a checked file will send: counts, and the lines left out (``skip_invalid``)."""
+
+    path: str
+    requests: int = 0
+    images: int = 0
+    skipped: int = 0
+    skipped_lines: list[int] = field(default_factory=list)
+    sampling: Counter[str] = field(default_factory=Counter)  # seeded / forced-greedy
+    endpoints: Counter[str] = field(default_factory=Counter)  # chat/completions, completions
+    timed: int = 0  # requests with a recorded arrival
+
+    def summary(self) -> dict[str, Any]:
+        """The counts a run records in its provenance (``load_plan[].imported``)."""
+        return {"requests": self.requests, "images": self.images, "timed": self.timed,
+                "forced_greedy": self.sampling["forced-greedy"], "seeded": self.sampling["seeded"],
+                "skipped": self.skipped, "skipped_lines": list(self.skipped_lines),
+                "endpoints": dict(self.endpoints)}
+
+    def describe(self) -> str:
+        """One line for the console: what is sent, what was changed or left out."""
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.endpoints.items()))
+        text = f"{self.path}: {self.requests} requests ({kinds}), {self.images} images"
+        if self.sampling["forced-greedy"]:
+            text += f"; {self.sampling['forced-greedy']} asked for sampling, sent greedy"
+        if self.sampling["seeded"]:
+            text += f"; {self.sampling['seeded']} sampled with the router's seed"
+        if self.skipped:
+            text += (f"; {self.skipped} invalid lines skipped "
+                     f"(lines {_lines(self.skipped_lines, self.skipped)})")
+        return text
+
+
+def detect(value: Any) -> str:
+    """The format of one item (``format: auto``)."""
+    if not isinstance(value, dict):
+        raise LineError("expected a JSON object")
+    if corpus_jsonl.looks_like(value):
+        return "corpus"
+    if openai_jsonl.looks_like(value):
+        return "openai"
+    if bench_datasets.looks_like_sharegpt(value):
+        return "bench-sharegpt"
+    if bench_datasets.looks_like_custom(value):
+        return "bench-custom"
+    raise LineError("unknown line format (an OpenAI request with 'model', a vllm bench "
+                    "custom or ShareGPT entry, or an abserve corpus line)")
+
+
+def read_item(raw: RawItem, src: FileSource, array: bool) -> Imported:
+    """One item as its format's reader understands it."""
+    fmt = src.format if src.format != "auto" else "bench-sharegpt" if array else detect(raw.value)
+    if fmt == "openai":
+        return openai_jsonl.parse(raw.value, raw.line)
+    if fmt == "corpus":
+        return corpus_jsonl.parse(raw.value, raw.line)
+    if fmt == "bench-sharegpt":
+        return bench_datasets.parse_sharegpt(raw.value, raw.line, src.max_tokens)
+    return bench_datasets.parse_custom(raw.value, raw.line, src.max_tokens)
+
+
+def kept(src: FileSource, line: int) -> bool:
+    """Whether the sample keeps line ``line`` (pure in (seed, line))."""
+    return src.sample >= 1.0 or derive_seed(src.seed, "sample", line) < src.sample * 2**64
+
+
+def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
+    """Every kept line of the file, prepared, or the problem with it; in file order."""
+    array = is_array_file(src.path) if src.path.is_file() else False
+    base = src.path.parent
+    ordinal = 0
+    for raw in iter_items(src.path):
+        if not kept(src, raw.line):
+            continue
+        if raw.error is not None:
+            yield Problem(raw.line, raw.error)
+            continue
+        try:
+            imp = read_item(raw, src, array)
+            entry = prepare(imp, src, base, ordinal)
+        except SamplingRefused as exc:
+            yield Problem(raw.line, str(exc), sampling=True)
+            continue
+        except LineError as exc:
+            yield Problem(raw.line, str(exc))
+            continue
+        ordinal += 1
+        yield Accepted(entry, imp.arrival)
+
+
+def check_file(src: FileSource) -> FileCheck:
+    """Walk the whole file before anything is sent; raise ``RequestsFileError`` when it cannot
+    be sent as asked (the first bad line, lines asking for sampling, or nothing to send)."""
+    check = FileCheck(str(src.path))
+    refused: list[int] = []  # the first LISTED lines asking for sampling; ``sampling_lines`` all
+    sampling_lines = 0
+    for item in accepted(src):
+        if isinstance(item, Problem):
+            if item.sampling:
+                sampling_lines += 1
+                if len(refused) < LISTED:
+                    refused.append(item.line)
+            elif not src.skip_invalid:
+                raise RequestsFileError(f"{src.path}:{item.line}: {item.reason} "
+                                        "(--skip-invalid / skip_invalid: true counts and lists "
+                                        "bad lines instead)")
+            else:
+                check.skipped += 1
+                if len(check.skipped_lines) < LISTED:
+                    check.skipped_lines.append(item.line)
+            continue
+        _count(check, item)
+    if sampling_lines:
+        raise RequestsFileError(
+            f"{src.path}: {sampling_lines} requests ask for sampling (lines "
+            f"{_lines(refused, sampling_lines)}) and "
+            "the router refuses sampling; send them greedy (greedy: true, --greedy) or allow "
+            "seeded sampling in the router (seeded_sampling: allow)")
+    if not check.requests:
+        raise RequestsFileError(f"{src.path}: no request to send"
+                                + (f" ({check.skipped} invalid lines skipped)" if check.skipped else ""))
+    return check
+
+
+def _count(check: FileCheck, item: Accepted) -> None:
+    tags = item.entry.tags
+    check.requests += 1
+    check.images += item.entry.n_images
+    check.timed += item.arrival is not None
+    check.endpoints[item.entry.path.removeprefix("/v1/")] += 1
+    sampling = tags.get(f"{TAG_HEADER_PREFIX}sampling")
+    if sampling:
+        check.sampling[sampling] += 1
+
+
+def _lines(lines: list[int], total: int) -> str:
+    """The first lines listed, and how many more there are of ``total``."""
+    shown = ", ".join(map(str, lines[:LISTED]))
+    return shown + (f" and {total - len(lines[:LISTED])} more" if total > LISTED else "")

@@ -1,0 +1,103 @@
+"""Replay a checked traffic file: which requests a load process sends, in what order, when.
+
+A run (or one block of it) sends a window of the file's accepted requests: ``limit`` of them
+from the ``skip``-th on, wrapping around to the first when the file is shorter. Request ``j``
+of the window goes to worker ``j % shards``. Its planned offset is its recorded arrival less
+the window's first, times ``time_scale`` (0.5: twice as fast); a line without an arrival, or
+one recorded before the latest so far (a log slightly out of order), is sent at the latest
+offset so far (never earlier than a line before it), so a file without times is sent as fast
+as the in-flight cap (the load's users) lets it. A window that wraps around to the file's
+start goes on from its offset at that point. Nothing is read ahead: each request
+is read, its images inlined, when a user asks for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+from abserve.traffic.corpus import CorpusEntry
+from abserve.traffic.sources.reader import Accepted, accepted
+from abserve.traffic.sources.spec import FileSource, RequestsFileError
+
+
+def window(src: FileSource, total: int, shard: int = 0,
+           shards: int = 1) -> Iterator[tuple[CorpusEntry, float]]:
+    """This worker's requests of the window, each with its planned offset in seconds."""
+    count = src.limit or total
+    offset, latest, last_index = 0.0, None, -1
+    for j, item in enumerate(_cycle(src, total, src.skip % total)):
+        if j >= count:
+            return
+        if item.entry.index < last_index:  # wrapped around to the file's start: a new pass
+            latest = None
+        last_index = item.entry.index
+        if item.arrival is not None:
+            if latest is not None and item.arrival > latest:
+                offset += (item.arrival - latest) * src.time_scale
+            latest = item.arrival if latest is None else max(latest, item.arrival)
+        if j % shards == shard:
+            yield item.entry, offset
+
+
+def _cycle(src: FileSource, total: int, start: int) -> Iterator[Accepted]:
+    """Accepted requests from ordinal ``start`` on, wrapping around (endless)."""
+    while True:
+        seen = 0
+        for item in accepted(src):
+            if not isinstance(item, Accepted):
+                if src.skip_invalid and not item.sampling:
+                    continue
+                raise RequestsFileError(f"{src.path}:{item.line}: {item.reason} (the file "
+                                        "changed since it was checked)")
+            seen += 1
+            if item.entry.index >= start:
+                yield item
+        if seen != total:
+            raise RequestsFileError(f"{src.path}: {seen} requests now, {total} when checked "
+                                    "(the file changed during the run)")
+        start = 0
+
+
+class StreamedEntries(Sequence[CorpusEntry]):
+    """A worker's window as a sequence read strictly in order: item ``k`` is asked for once,
+    after item ``k - 1`` (``RunState`` hands requests out one by one, under its lock)."""
+
+    def __init__(self, src: FileSource, total: int, shard: int, shards: int) -> None:
+        count = src.limit or total
+        self._size = len(range(shard, count, shards))
+        self._items = window(src, total, shard, shards)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, k: int) -> CorpusEntry: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[CorpusEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> CorpusEntry | Sequence[CorpusEntry]:
+        if isinstance(k, slice):
+            raise IndexError("a streamed traffic file is read in order, one request at a time")
+        return self.next_item(k)[0]
+
+    def next_item(self, k: int) -> tuple[CorpusEntry, float]:
+        """Request ``k`` of this worker's window and its planned offset (seconds)."""
+        with self._lock:
+            if k != self._next:
+                raise IndexError("a streamed traffic file is read in order, one request at a time")
+            self._next += 1
+            try:
+                return next(self._items)
+            except StopIteration:
+                raise RequestsFileError("the traffic file ended early (it changed since it was "
+                                        "checked)") from None
+
+
+def block_skip(shares: Sequence[int], index: int) -> int:
+    """Accepted requests the blocks before block ``index`` sent (block ``k`` sends
+    ``shares[k % len(shares)]``), so consecutive blocks send consecutive parts of a file."""
+    return sum(shares[k % len(shares)] for k in range(index))
