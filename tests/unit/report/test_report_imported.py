@@ -21,8 +21,8 @@ FILE_ITEM = {"kind": "file", "profile": "file-gateway", "requests": 20,
 
 def test_the_report_says_how_many_requests_of_a_file_were_made_greedy(tmp_path: Path) -> None:
     run = run_info()
-    run = run.model_copy(update={"provenance": {**run.provenance, "load_plan": [
-        {"kind": "profile", "profile": "many-items", "requests": 24, "set": {}}, FILE_ITEM]}})
+    run = run.model_copy(update={"provenance": run.provenance.model_copy(update={"load_plan": [
+        {"kind": "profile", "profile": "many-items", "requests": 24, "set": {}}, FILE_ITEM]})})
     j = judge(run, ab_run(30), Policy())
     statement = ("file-gateway from /data/gateway.jsonl: 20 requests, 36 images; 6 asked for "
                  "sampling and were changed to greedy (temperature 0, tagged "
