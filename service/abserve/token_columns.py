@@ -42,6 +42,7 @@ _INT32 = np.iinfo(np.int32)
 _INT64 = np.iinfo(np.int64)
 _FLOAT_COLUMNS = ("lp.lp", "lp.top.lp", "plp.lp", "plp.top.lp")
 _STRINGS = "__strings__"  # the header's key of the shared string table
+_ITEMSIZE = {np.dtype(kind).str: np.dtype(kind).itemsize for kind in ("<i4", "<i8", "<u4", "<f8", "u1")}
 
 Column = tuple[str, np.ndarray]
 Entry = tuple[str, str, int]  # column name, numpy dtype (little-endian), length
@@ -289,7 +290,7 @@ def unpack(docs: dict[str, dict[str, Any]], blob: bytes | memoryview) -> dict[st
         entries, compared, start = {}, [], at
         cut = start
         for column, dtype, n in part["cols"]:
-            end = at + np.dtype(dtype).itemsize * n
+            end = at + _ITEMSIZE[dtype] * n
             entries[column] = (dtype, n, body[at:end])
             if column not in UNCOMPARED:
                 compared.append((column, dtype, n))

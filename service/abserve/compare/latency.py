@@ -14,6 +14,7 @@ tpot/itl), so a failed request never enters a latency statistic. Pure functions.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -72,9 +73,18 @@ def _latency(t_send: float, t_first_token: float, t_end: float | None, n: int,
     e2e = None if t_end is None else t_end - t_send
     tpot = None if e2e is None or n < 2 else (e2e - ttft) / (n - 1)
     diffs = np.diff(np.asarray(times, dtype=np.float64)) if len(times) > 1 else None
-    itl = float(np.median(diffs)) if diffs is not None else None
+    itl = _median(diffs) if diffs is not None else None
     gaps = tuple(diffs.tolist()) if keep_gaps and diffs is not None else ()
     return RequestLatency(ttft=ttft, tpot=tpot, itl=itl, e2e=e2e, output_tokens=n, gaps=gaps)
+
+
+def _median(values: np.ndarray) -> float:
+    """``np.median`` of one request's gaps, bit for bit (the mean of the two middle values is
+    ``(a + b) / 2`` in both; numpy's never ``-0.0``), at a tenth of its cost on a few dozen
+    values; a NaN takes numpy's way (the sort would misplace it)."""
+    if np.isnan(values).any():
+        return float(np.median(values))
+    return float(statistics.median(values.tolist())) + 0.0  # numpy's sum starts at +0.0: no -0.0
 
 
 @dataclass(frozen=True)
