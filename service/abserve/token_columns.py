@@ -312,8 +312,8 @@ def unpack(docs: dict[str, dict[str, Any]], blob: bytes | memoryview) -> dict[st
 
 
 def columns_of(arms: Mapping[str, ArmOutcome]) -> dict[str, ArmColumns]:
-    """``unpack(pack_arms(arms))`` without the JSON round trip of the scalars: the columnar
-    view of outcomes already validated (a v1 record read by the streaming judgment)."""
+    """``unpack(pack_arms(arms))`` without the JSON round trip of the scalars: the stored
+    view of outcomes in memory (what the judgment would read of them once stored)."""
     packed, blob = pack_arms(arms, level=1)
     docs = {name: o.model_dump(exclude=packed.get(name, set())) for name, o in arms.items()}
     return unpack(docs, blob)

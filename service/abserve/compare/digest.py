@@ -83,15 +83,20 @@ def _comparable(arm: ArmColumns) -> bool:
 
 
 def _plain_identical(left: ArmColumns | None, right: ArmColumns | None) -> bool:
-    """Both outcomes comparable and packed, with equal token ids, logprobs (top-k included)
-    and prompt logprobs as stored bytes (``ArmColumns.compare_key``; one string table per
-    exchange, so equal indices are equal texts): then ``compare_pair`` says ``identical``
-    at any tolerance with no logprob gap. A NaN never compares equal, so an arm holding
-    one takes the full path, as does any pair whose bytes differ (``-0.0`` against ``0.0``
-    is then found equal there)."""
-    if left is None or right is None or not (left.packed and right.packed) or left.nan or right.nan:
+    """Both outcomes comparable, with equal token ids, logprobs (top-k included) and prompt
+    logprobs: then ``compare_pair`` says ``identical`` at any tolerance with no logprob gap.
+    Packed arms are compared as stored bytes (``ArmColumns.compare_key``; one string table
+    per exchange, so equal indices are equal texts), arms stored as JSON (a v1 row) as
+    decoded lists. A NaN never compares equal, so an arm holding one takes the full path,
+    as does any pair whose bytes differ (``-0.0`` against ``0.0`` is then found equal
+    there) or one packed arm against one not."""
+    if left is None or right is None or left.packed != right.packed or left.nan or right.nan:
         return False
-    return _comparable(left) and _comparable(right) and left.compare_key == right.compare_key
+    if not (_comparable(left) and _comparable(right)):
+        return False
+    if left.packed:
+        return left.compare_key == right.compare_key
+    return all(left.doc.get(k) == right.doc.get(k) for k in ("token_ids", "logprobs", "prompt_logprobs"))
 
 
 def _usage_differs(left: dict[str, int] | None, right: dict[str, int] | None) -> bool:

@@ -39,7 +39,7 @@ from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts, restart_entry, restarts
 from abserve.store.rows import Row, dumps_json, exchange_row
 from abserve.store.schema import exchanges_table, make_engine, runs_table
-from abserve.token_columns import ArmColumns, columns_of, unpack
+from abserve.token_columns import ArmColumns, unpack
 
 T = TypeVar("T")
 DEFAULT_STALE_AFTER_S = 10.0
@@ -89,8 +89,8 @@ def _arms_of_row(row: RowMapping) -> dict[str, ArmOutcome]:
 
 
 def _columns_of_row(row: RowMapping) -> dict[str, ArmColumns]:
-    if row["tokens"] is None:  # a v1 row: validated, then seen through the same columns
-        return columns_of(_ARMS.validate_json(row["arms"]))
+    if row["tokens"] is None:  # a v1 row: each arm all JSON, decoded, not validated
+        return {name: ArmColumns(doc) for name, doc in from_json(row["arms"]).items()}
     return unpack(from_json(row["arms"]), row["tokens"])
 
 
