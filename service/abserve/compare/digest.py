@@ -86,10 +86,10 @@ def _plain_identical(left: ArmColumns | None, right: ArmColumns | None) -> bool:
     """Both outcomes comparable, with equal token ids, logprobs (top-k included) and prompt
     logprobs: then ``compare_pair`` says ``identical`` at any tolerance with no logprob gap.
     Packed arms are compared as stored bytes (``ArmColumns.compare_key``; one string table
-    per exchange, so equal indices are equal texts), arms stored as JSON (a v1 row) as
-    decoded lists. A NaN never compares equal, so an arm holding one takes the full path,
-    as does any pair whose bytes differ (``-0.0`` against ``0.0`` is then found equal
-    there) or one packed arm against one not."""
+    per exchange, so equal indices are equal texts), arms stored as JSON (a v1 row, or an
+    arm the columns cannot hold) as decoded lists. A NaN never compares equal, so an arm
+    holding one takes the full path, as does any pair whose bytes differ (``-0.0`` against
+    ``0.0`` is then found equal there) or one packed arm against one not."""
     if left is None or right is None or left.packed != right.packed or left.nan or right.nan:
         return False
     if not (_comparable(left) and _comparable(right)):

@@ -6,9 +6,11 @@ all). It is synchronous and thread-safe (SQLAlchemy's pool); the router never ca
 writes on the request path but through ``BatchWriter``. Readers get a run's *effective*
 status: a run whose writer died is reported ``interrupted`` (``abserve.store.owner``).
 
-Two schema versions are checked: the store's table layout (``abserve_meta``) when opening,
-and each record's ``Exchange.schema_version`` when reading; newer than this code knows is
-refused with ``StoreSchemaError`` rather than misread.
+Two schema versions are checked: the store's table layout (``abserve_meta``) when opening
+(an older layout this code knows is migrated: ``abserve.store.layout``), and each record's
+``Exchange.schema_version`` when reading; newer than this code knows is refused with
+``StoreSchemaError`` rather than misread. A row's token-level data is read from its packed
+columns (record schema 2, ``abserve.token_columns``) or, in a v1 row, from its JSON.
 """
 
 from __future__ import annotations
