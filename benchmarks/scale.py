@@ -2,10 +2,11 @@
 
 Shape (issue 30): 3 arms (a, b, a2), 64 output tokens, top-5 logprobs per position, one
 ``-inf`` candidate per arm so the constants path is exercised, a mismatching candidate on
-every 997th exchange, noisy per-token times. Rows are generated fast (one serialised arm
-template per arm; only the times are written per exchange) and bulk inserted through the
-store's own ``insert_rows``; then ``abserve report RUN --db ... --policy configs/policy/gpu.yaml``
-runs as a child process, timed, its peak RSS read from its own rusage (``os.wait4``).
+every 997th exchange, noisy per-token times. Rows are made by the store's own
+``exchange_row`` (one arm template per arm, copied with each exchange's times, then packed
+as the router packs a record) and bulk inserted through the store's own ``insert_rows``;
+then ``abserve report RUN --db ... --policy configs/policy/gpu.yaml`` runs as a child process,
+timed, its peak RSS read from its own rusage (``os.wait4``).
 
 Run from the repository root:
 ``.venv/bin/python -m benchmarks.scale 1000 10000 [--pg URL] [--keep DIR]``; prints a
@@ -26,9 +27,9 @@ from pathlib import Path
 import numpy as np
 from tests.support.records_factory import arm, position, run_info
 
-from abserve.records import Exchange
+from abserve.records import ArmOutcome, Exchange
 from abserve.store import Store
-from abserve.store.rows import Row, dumps_json, exchange_row
+from abserve.store.rows import Row, exchange_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,42 +39,38 @@ BATCH = 2000
 RUN_ID = "scale-1"
 
 
-def _template(name: str, tokens: list[int]) -> tuple[str, str]:
-    """An arm's JSON cut around its times: ``head + times + tail``."""
+def _template(name: str, tokens: list[int]) -> ArmOutcome:
+    """An arm of the benchmark's shape; its times are set per exchange."""
     lps = [position(t) for t in tokens]
     lps[3].top[-1].logprob = float("-inf")
-    out = arm(name, tokens, logprobs=lps).model_copy(
-        update={"token_times": [], "t_first_token": 1234.5, "t_end": 6789.5})
-    text = dumps_json(out)
-    head, tail = text.split('"token_times":[]')
-    return head.replace("1234.5", "{ttft}"), tail.replace("6789.5", "{end}")
+    return arm(name, tokens, logprobs=lps)
 
 
-def _arm_json(template: tuple[str, str], times: np.ndarray) -> str:
-    head, tail = template
-    listed = ",".join(map(repr, times.tolist()))
-    return (head.replace("{ttft}", repr(float(times[0]))) + f'"token_times":[{listed}]'
-            + tail.replace("{end}", repr(float(times[-1]) + 0.001)))
+def _timed(template: ArmOutcome, times: np.ndarray) -> ArmOutcome:
+    listed = times.tolist()
+    return template.model_copy(update={"token_times": listed, "t_first_token": listed[0],
+                                       "t_end": listed[-1] + 0.001})
 
 
 def rows(n: int, seed: int = 0) -> list[Row]:
-    """``n`` rows of the benchmark's shape (built in ``BATCH``-sized lists by the caller)."""
+    """``n`` rows of the benchmark's shape, made by the router's own ``exchange_row`` (the
+    columnar record: each exchange packed with its own times)."""
     rng = np.random.default_rng(seed)
     same = {a: _template(a, TOKENS) for a in ARMS}
     bad = _template("b", [*TOKENS[:10], 7, *TOKENS[11:]])
-    base = exchange_row(Exchange(run_id=RUN_ID, request_id="x", endpoint="chat/completions",
-                                 stream=True, fingerprint="fp", started_at=0.0, arms={}))
+    base = Exchange(run_id=RUN_ID, request_id="x", endpoint="chat/completions",
+                    stream=True, fingerprint="fp", started_at=0.0, arms={})
     out = []
     for i in range(n):
-        parts = []
+        arms = {}
         for a in ARMS:
             gaps = 0.01 + rng.normal(0, 0.0004, len(TOKENS) - 1)
             times = np.concatenate(([0.05 + rng.normal(0, 0.002)], gaps)).cumsum()
-            tpl = bad if a == "b" and i % 997 == 996 else same[a]
-            parts.append(f'"{a}":' + _arm_json(tpl, times))
-        out.append({**base, "request_id": f"req-{i:07d}", "started_at": 1_000.0 + i * 0.1,
-                    "fingerprint": f"fp-{i}", "tags": {"profile": "chat", "items": str(1 + i % 8)},
-                    "arms": "{" + ",".join(parts) + "}"})
+            arms[a] = _timed(bad if a == "b" and i % 997 == 996 else same[a], times)
+        ex = base.model_copy(update={"request_id": f"req-{i:07d}", "started_at": 1_000.0 + i * 0.1,
+                                     "fingerprint": f"fp-{i}", "arms": arms,
+                                     "tags": {"profile": "chat", "items": str(1 + i % 8)}})
+        out.append(exchange_row(ex))
     return out
 
 

@@ -8,7 +8,9 @@ instant the request was fanned out; every arm is timestamped by the same code at
 same point in its stream, so the arms are measured the same way. ``started_at`` is
 wall-clock (Unix seconds) for humans and for ordering runs.
 
-Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
+Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions. Version 2
+is the columnar stored form of the token-level data (``abserve.token_columns``); the models
+here did not change, and the store still reads the records of version 1.
 
 In JSON a logprob of ``-inf`` (vLLM's for a token of probability 0) is written as the
 constant ``-Infinity`` (``RECORD_CONFIG``), never as ``null``: a record read back is the
@@ -19,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from abserve.provenance_records import RunProvenance
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from abserve.token_columns import ArmColumns
+
+SCHEMA_VERSION = 2
 RECORD_CONFIG = ConfigDict(ser_json_inf_nan="constants")
 
 ErrorClass = Literal[
@@ -124,22 +129,23 @@ class SlimOutcome:
         return self.error_class is None and self.status is not None and 200 <= self.status < 300
 
     @classmethod
-    def of_json(cls, doc: dict[str, Any]) -> SlimOutcome:
-        """From an outcome as stored JSON decoded into plain Python (``RawExchange.arms``)."""
-        ids, times, lps = doc.get("token_ids") or [], doc.get("token_times") or [], doc.get("logprobs") or []
+    def of_columns(cls, columns: ArmColumns) -> SlimOutcome:
+        """From an outcome as stored (``RawExchange.arms``): its scalars and its columns."""
+        doc = columns.doc
         return cls(arm=doc["arm"], status=doc.get("status"), error_class=doc.get("error_class"),
                    t_send=float(doc.get("t_send", 0.0)), t_first_token=doc.get("t_first_token"),
                    t_end=doc.get("t_end"), finish_reason=doc.get("finish_reason"),
                    usage=doc.get("usage"), truncated=bool(doc.get("truncated", False)),
-                   tokens=max(len(ids), len(times)), has_tokens=bool(ids) or bool(lps))
+                   tokens=columns.token_count, has_tokens=columns.has_tokens)
 
 
 @dataclass(frozen=True, slots=True)
 class RawExchange:
-    """A stored exchange before validation: its scalars, its arms as decoded JSON (plain
-    dicts and lists, ``-inf`` as ``float('-inf')``) and ``full()`` to build the validated
-    ``Exchange`` when one is needed (the report's mismatches). The streaming judgment reads
-    these: comparing two arms' token data as plain lists is ~30x cheaper than validating
+    """A stored exchange before validation: its scalars, its arms as stored columns (each
+    outcome's scalars as decoded JSON, its token-level data as packed arrays,
+    ``abserve.token_columns.ArmColumns``) and ``full()`` to build the validated ``Exchange``
+    when one is needed (the report's mismatches). The streaming judgment reads these:
+    comparing two arms' token data as raw column bytes is far cheaper than validating
     every position and top-k candidate into models (``abserve.compare.digest``)."""
 
     run_id: str
@@ -151,7 +157,7 @@ class RawExchange:
     started_at: float
     tags: dict[str, str]
     image_hashes: list[str]
-    arms: dict[str, dict[str, Any]]
+    arms: dict[str, ArmColumns]
     full: Callable[[], Exchange]
 
 

@@ -31,10 +31,11 @@ import numpy as np
 
 from abserve.compare.aggregate import MAX_EXAMPLES, equality_line
 from abserve.compare.equality import PairDigest, PairResult, compare_pair
-from abserve.compare.latency import RequestLatency, items_of, request_latency, request_latency_json
+from abserve.compare.latency import RequestLatency, items_of, request_latency, request_latency_times
 from abserve.compare.model import EqualityLine
 from abserve.compare.policy import Policy
 from abserve.records import Exchange, RawExchange, SlimOutcome
+from abserve.token_columns import ArmColumns
 
 Latencies = dict[str, dict[str, RequestLatency | None]]
 Key = tuple[float, str]
@@ -75,19 +76,27 @@ def slim_exchange(ex: Exchange) -> Exchange:
     )
 
 
-def _comparable(doc: dict[str, Any]) -> bool:
-    status = doc.get("status")
+def _comparable(arm: ArmColumns) -> bool:
+    doc, status = arm.doc, arm.doc.get("status")
     return (doc.get("error_class") is None and status is not None and 200 <= status < 300
-            and not doc.get("truncated") and bool(doc.get("token_ids") or doc.get("logprobs")))
+            and not doc.get("truncated") and arm.has_tokens)
 
 
-def _plain_identical(left: dict[str, Any] | None, right: dict[str, Any] | None) -> bool:
+def _plain_identical(left: ArmColumns | None, right: ArmColumns | None) -> bool:
     """Both outcomes comparable, with equal token ids, logprobs (top-k included) and prompt
-    logprobs, as decoded JSON: then ``compare_pair`` says ``identical`` at any tolerance with
-    no logprob gap (a NaN never compares equal, so it takes the full path)."""
-    if left is None or right is None or not (_comparable(left) and _comparable(right)):
+    logprobs: then ``compare_pair`` says ``identical`` at any tolerance with no logprob gap.
+    Packed arms are compared as stored bytes (``ArmColumns.compare_key``; one string table
+    per exchange, so equal indices are equal texts), arms stored as JSON (a v1 row, or an
+    arm the columns cannot hold) as decoded lists. A NaN never compares equal, so an arm
+    holding one takes the full path, as does any pair whose bytes differ (``-0.0`` against
+    ``0.0`` is then found equal there) or one packed arm against one not."""
+    if left is None or right is None or left.packed != right.packed or left.nan or right.nan:
         return False
-    return all(left.get(k) == right.get(k) for k in ("token_ids", "logprobs", "prompt_logprobs"))
+    if not (_comparable(left) and _comparable(right)):
+        return False
+    if left.packed:
+        return left.compare_key == right.compare_key
+    return all(left.doc.get(k) == right.doc.get(k) for k in ("token_ids", "logprobs", "prompt_logprobs"))
 
 
 def _usage_differs(left: dict[str, int] | None, right: dict[str, int] | None) -> bool:
@@ -133,7 +142,7 @@ class Digester:
     def feed_raw(self, raws: Iterable[RawExchange]) -> int:
         """``feed`` from decoded, unvalidated records (``Store.iter_raw_exchanges``): an
         exchange whose compared arms returned equal token data (ids, logprobs, top-k, prompt
-        logprobs) is digested from the plain lists; any other is validated and compared in
+        logprobs) is digested from its stored columns; any other is validated and compared in
         full (``compare_pair``), so every class and example is what ``feed`` would give."""
         new = 0
         for raw in raws:
@@ -150,8 +159,8 @@ class Digester:
 
     def _add_identical(self, raw: RawExchange) -> None:
         rid = raw.request_id
-        slims = {a: SlimOutcome.of_json(doc) for a, doc in raw.arms.items()}
-        self.latencies[rid] = {a: request_latency_json(raw.arms[a], o) for a, o in slims.items()}
+        slims = {a: SlimOutcome.of_columns(arm) for a, arm in raw.arms.items()}
+        self.latencies[rid] = {a: request_latency_times(raw.arms[a].times(), o) for a, o in slims.items()}
         arms: dict[str, Any] = dict(slims)
         hashes = [] if "items" in raw.tags else raw.image_hashes
         ex = Exchange.model_construct(
@@ -161,9 +170,9 @@ class Digester:
         self.slim[rid] = ex
         profile, items = raw.tags.get("profile", "untagged"), items_of(ex)
         for pair in self.pairs:
-            left, right = raw.arms[pair[0]], raw.arms[pair[1]]
-            prompts = left.get("prompt_logprobs"), right.get("prompt_logprobs")
-            sampled = None if prompts[0] is None or prompts[1] is None else len(prompts[0])
+            left, right = raw.arms[pair[0]].doc, raw.arms[pair[1]].doc
+            prompts = raw.arms[pair[0]].prompt_positions, raw.arms[pair[1]].prompt_positions
+            sampled = None if prompts[0] is None or prompts[1] is None else prompts[0]
             self.digests[pair][rid] = PairDigest(
                 rid, "identical", None, 0.0, None, sampled, None if sampled is None else 0.0, None,
                 left.get("status") != right.get("status"),

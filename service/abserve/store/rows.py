@@ -5,6 +5,9 @@ event loop, one record at a time as each exchange ends, not by the writer thread
 whole batch at once: a batch serialised on the writer thread held the GIL for milliseconds
 while the loop waited, every flush (the router's p99 latency at 1 stream came in bursts at
 the flush interval; ``benchmarks/router_overhead.md``).
+
+A row is written in the columnar form (record schema v2, ``abserve.token_columns``): the
+arms' scalars as JSON in ``arms``, their token-level data as one packed blob in ``tokens``.
 """
 
 from __future__ import annotations
@@ -14,17 +17,19 @@ from typing import Any
 from pydantic_core import to_json
 
 from abserve.records import Exchange
+from abserve.token_columns import pack_arms
 
 Row = dict[str, Any]
 
 
-def dumps_json(value: Any) -> str:
+def dumps_json(value: Any, exclude: Any = None) -> str:
     """JSON text that keeps ``inf``/``nan`` (as JavaScript constants) and escapes NUL."""
-    return to_json(value, inf_nan_mode="constants").decode()
+    return to_json(value, inf_nan_mode="constants", exclude=exclude).decode()
 
 
 def exchange_row(exchange: Exchange) -> Row:
     """The ``abserve_exchanges`` row of one exchange."""
+    packed, tokens = pack_arms(exchange.arms)
     return {
         "run_id": exchange.run_id,
         "request_id": exchange.request_id,
@@ -36,5 +41,7 @@ def exchange_row(exchange: Exchange) -> Row:
         "prompt_text": None if exchange.prompt_text is None else dumps_json(exchange.prompt_text),
         "image_hashes": list(exchange.image_hashes),
         "tags": dict(exchange.tags),
-        "arms": dumps_json(exchange.arms),  # the models themselves: no dict copy (RECORD_CONFIG)
+        # the models themselves (RECORD_CONFIG), less what the blob holds
+        "arms": dumps_json(exchange.arms, exclude=packed or None),
+        "tokens": tokens,
     }

@@ -8,13 +8,16 @@ Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``)
 - ``abserve_exchanges``: one row per exchange. The bits a query filters or sorts on are
   columns (run id, request id, start time, fingerprint, endpoint, record schema version,
   tags as JSON: ``json``, not ``jsonb``, on PostgreSQL, so keys keep their order). The
-  per-arm outcomes are one JSON text per exchange, not a child table:
-  the judgment always reads an exchange with all its arms, an outcome is mostly arrays
-  (token ids, token times, top-k logprobs) that would stay JSON inside a child row anyway,
-  and one row per exchange keeps a batch insert one statement. The text is JSON written by
-  pydantic-core with ``Infinity``/``NaN`` constants: logprobs may be ``-inf`` and must
-  come back exactly, which JSON/JSONB columns would refuse. (pydantic-core rather than the
-  json module: ~4x faster, and the writer thread holds the GIL the router also needs.)
+  per-arm outcomes are in the row, not a child table: the judgment always reads an exchange
+  with all its arms, and one row per exchange keeps a batch insert one statement. Since
+  store schema 2 (record schema 2) an outcome's token-level data (token ids and times,
+  logprobs, top-k, prompt logprobs, text) is one packed, compressed blob per exchange in
+  ``tokens`` (``abserve.token_columns``: parallel arrays, ~15x smaller than JSON objects
+  per position) and ``arms`` holds the rest of each outcome as JSON text. A row with no
+  ``tokens`` is a v1 row: everything in ``arms``. The JSON is written by pydantic-core
+  with ``Infinity``/``NaN`` constants, which JSON/JSONB columns would refuse. (pydantic-core
+  rather than the json module: ~4x faster, and the writer thread holds the GIL the router
+  also needs.) A v1 store gains the ``tokens`` column when opened (``abserve.store.layout``).
 
 Engine: SQLite gets WAL (readers never block the writer thread and a killed writer never
 leaves a torn database), ``synchronous=NORMAL`` (in WAL mode a commit is in the WAL file
@@ -38,6 +41,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -49,7 +53,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -98,7 +102,8 @@ exchanges_table = Table(
     Column("prompt_text", Text, nullable=True),  # a JSON string: PostgreSQL text refuses NUL
     Column("image_hashes", JSON, nullable=False),
     Column("tags", JSON, nullable=False),
-    Column("arms", Text, nullable=False),  # {arm name: ArmOutcome} as Python JSON
+    Column("arms", Text, nullable=False),  # {arm name: ArmOutcome} as JSON, less what ``tokens`` holds
+    Column("tokens", LargeBinary, nullable=True),  # the arms' packed token columns; NULL: a v1 row
     UniqueConstraint("run_id", "request_id", name="uq_abserve_exchange_request"),
     Index("ix_abserve_exchanges_run_started", "run_id", "started_at", "id"),
     Index("ix_abserve_exchanges_fingerprint", "fingerprint"),

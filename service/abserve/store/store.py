@@ -6,9 +6,11 @@ all). It is synchronous and thread-safe (SQLAlchemy's pool); the router never ca
 writes on the request path but through ``BatchWriter``. Readers get a run's *effective*
 status: a run whose writer died is reported ``interrupted`` (``abserve.store.owner``).
 
-Two schema versions are checked: the store's table layout (``abserve_meta``) when opening,
-and each record's ``Exchange.schema_version`` when reading; newer than this code knows is
-refused with ``StoreSchemaError`` rather than misread.
+Two schema versions are checked: the store's table layout (``abserve_meta``) when opening
+(an older layout this code knows is migrated: ``abserve.store.layout``), and each record's
+``Exchange.schema_version`` when reading; newer than this code knows is refused with
+``StoreSchemaError`` rather than misread. A row's token-level data is read from its packed
+columns (record schema 2, ``abserve.token_columns``) or, in a v1 row, from its JSON.
 """
 
 from __future__ import annotations
@@ -27,38 +29,24 @@ from sqlalchemy import (
     RowMapping,
     func,
     insert,
-    inspect,
     select,
     tuple_,
     update,
 )
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from abserve.provenance_records import RouterRestart, RunProvenance
 from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RawExchange, RunInfo
+from abserve.store.layout import StoreError, StoreSchemaError, ensure_schema
 from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts
 from abserve.store.rows import Row, dumps_json, exchange_row
-from abserve.store.schema import (
-    STORE_SCHEMA_VERSION,
-    exchanges_table,
-    make_engine,
-    meta_table,
-    metadata,
-    runs_table,
-)
+from abserve.store.schema import exchanges_table, make_engine, runs_table
+from abserve.token_columns import ArmColumns, unpack
 
 T = TypeVar("T")
 DEFAULT_STALE_AFTER_S = 10.0
 _PAGE = 256
-
-
-class StoreError(Exception):
-    """Base class of the store's own errors."""
-
-
-class StoreSchemaError(StoreError):
-    """The database or a record was written by a newer (or unknown) schema version."""
 
 
 class RunNotFoundError(StoreError, KeyError):
@@ -86,16 +74,33 @@ class RunConfigError(StoreError, ValueError):
 _ARMS = TypeAdapter(dict[str, ArmOutcome])
 
 
-def exchange_from_row(row: RowMapping) -> Exchange:
-    """The exchange stored in one row; refuses rows of a newer record schema."""
+def _check_row_version(row: RowMapping) -> int:
     version = int(row["schema_version"])
     if version > SCHEMA_VERSION:
         raise StoreSchemaError(
             f"exchange {row['request_id']!r} has record schema version {version}; "
             f"this abserve reads versions up to {SCHEMA_VERSION}"
         )
+    return version
+
+
+def _arms_of_row(row: RowMapping) -> dict[str, ArmOutcome]:
+    """The outcomes of a row: v2 (columnar: ``tokens`` set) or v1 (all in ``arms``)."""
+    if row["tokens"] is None:
+        return _ARMS.validate_json(row["arms"])
+    return {name: arm.outcome() for name, arm in unpack(from_json(row["arms"]), row["tokens"]).items()}
+
+
+def _columns_of_row(row: RowMapping) -> dict[str, ArmColumns]:
+    if row["tokens"] is None:  # a v1 row: each arm all JSON, decoded, not validated
+        return {name: ArmColumns(doc) for name, doc in from_json(row["arms"]).items()}
+    return unpack(from_json(row["arms"]), row["tokens"])
+
+
+def exchange_from_row(row: RowMapping) -> Exchange:
+    """The exchange stored in one row; refuses rows of a newer record schema."""
     return Exchange(
-        schema_version=version,
+        schema_version=_check_row_version(row),
         run_id=row["run_id"],
         request_id=row["request_id"],
         endpoint=row["endpoint"],
@@ -105,18 +110,18 @@ def exchange_from_row(row: RowMapping) -> Exchange:
         image_hashes=list(row["image_hashes"]),
         tags=dict(row["tags"]),
         started_at=float(row["started_at"]),
-        arms=_ARMS.validate_json(row["arms"]),
+        arms=_arms_of_row(row),
     )
 
 
 def raw_from_row(row: RowMapping) -> RawExchange:
-    """The exchange of one row, decoded but not validated (``RawExchange``); the caller has
-    checked the record schema (``Store.iter_raw_exchanges``)."""
+    """The exchange of one row with its arms as columns, not validated (``RawExchange``);
+    the caller has checked the record schema (``Store.iter_raw_exchanges``)."""
     return RawExchange(run_id=row["run_id"], request_id=row["request_id"],
                        schema_version=int(row["schema_version"]), endpoint=row["endpoint"],
                        stream=bool(row["stream"]), fingerprint=row["fingerprint"],
                        started_at=float(row["started_at"]), tags=dict(row["tags"]),
-                       image_hashes=list(row["image_hashes"]), arms=from_json(row["arms"]),
+                       image_hashes=list(row["image_hashes"]), arms=_columns_of_row(row),
                        full=lambda: exchange_from_row(row))
 
 
@@ -141,7 +146,7 @@ class Store:
             raise ValueError("stale_after_s must be positive")
         engine = make_engine(database_url)
         try:
-            _ensure_schema(engine)
+            ensure_schema(engine)
         except Exception:
             engine.dispose()
             raise
@@ -415,42 +420,3 @@ def _count(conn: Connection, run_id: str) -> int:
     return int(conn.execute(
         select(func.count()).select_from(exchanges_table).where(exchanges_table.c.run_id == run_id)
     ).scalar_one())
-
-
-def _ensure_schema(engine: Engine) -> None:
-    """Check the store's schema version, then create what is missing.
-
-    Two processes may open a new store at once (router and orchestrator): the loser of a
-    creation race gets a database error and simply tries again, finding the tables made.
-    """
-    for attempt in range(3):
-        try:
-            _check_version(engine)
-            metadata.create_all(engine, checkfirst=True)
-            with engine.begin() as conn:
-                if "schema_version" not in _read_meta(conn):
-                    conn.execute(
-                        insert(meta_table),
-                        {"key": "schema_version", "value": str(STORE_SCHEMA_VERSION)},
-                    )
-            return
-        except DBAPIError:
-            if attempt == 2:
-                raise
-            time.sleep(0.2)
-
-
-def _check_version(engine: Engine) -> None:
-    with engine.connect() as conn:
-        if not inspect(conn).has_table(meta_table.name):
-            return
-        version = _read_meta(conn).get("schema_version")
-    if version is not None and (not version.isdigit() or int(version) != STORE_SCHEMA_VERSION):
-        raise StoreSchemaError(
-            f"the store has schema version {version!r}; this abserve uses "
-            f"{STORE_SCHEMA_VERSION} (no migration exists between them)"
-        )
-
-
-def _read_meta(conn: Connection) -> Mapping[str, str]:
-    return {row.key: row.value for row in conn.execute(select(meta_table))}

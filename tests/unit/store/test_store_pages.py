@@ -37,5 +37,8 @@ def test_raw_rows_decode_minus_infinity_and_validate_to_the_record_written(tmp_p
         store.create_run(run_info())
         store.write_exchanges([sent])
         raw = next(store.iter_raw_exchanges("run-1"))
-    assert raw.arms["a"]["logprobs"][1]["logprob"] == float("-inf")
+    chosen = raw.arms["a"].array("lp.lp")
+    assert chosen is not None
+    assert chosen[1] == float("-inf")
+    assert raw.arms["a"].compare_key == raw.arms["b"].compare_key
     assert raw.full() == sent

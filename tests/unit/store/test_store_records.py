@@ -65,6 +65,9 @@ def outcomes(draw: st.DrawFn) -> ArmOutcome:
             "text": draw(st.text(max_size=40)),
             "token_ids": draw(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=8)),
             "usage": draw(st.none() | st.dictionaries(words, st.integers(0, 2**40))),
+            # missing token data: none, or an empty list where None differs from []
+            "logprobs": draw(st.sampled_from([[], base.logprobs])),
+            "prompt_logprobs": draw(st.sampled_from([None, [], base.prompt_logprobs])),
         }
     )
 

@@ -1,0 +1,319 @@
+"""An exchange's token-level data as packed columns: the stored form of record schema v2.
+
+A v1 record kept every output position and top-k candidate as one JSON object (~63 KB an
+exchange at 3 arms x 64 tokens x top-5). Here each arm's token data is a handful of
+parallel arrays (token ids, token times, chosen logprobs, per-position top-k counts, top-k
+ids and logprobs, string-table indices of the tokens' texts) packed as little-endian bytes,
+and the whole exchange (all arms and one string table shared by them) is one
+zlib-compressed blob. The arrays are byte-shuffled before compression (the n-th byte of
+every value together: like-valued floats then compress), and arms that agree compress to
+almost nothing more than one arm.
+
+Exactness: floats are stored as float64 bytes, so ``-inf``, NaN and ``-0.0`` come back bit
+for bit; ints as int32 or int64 (an arm with an int outside int64 is not packed: its token
+data stays in the JSON of its scalars, ``pack_arms``); ``None`` token ids as a mask; token
+texts as UTF-8 with surrogates passed through. ``unpack`` then ``ArmColumns.outcome`` gives
+back the ``ArmOutcome`` packed, equal field for field.
+
+Reading is cheap where the judgment needs it: ``ArmColumns.compare_key`` is the header and
+raw bytes of the compared columns (ids, logprobs, top-k, prompt logprobs), so two arms'
+token data are equal when their keys are (the string table is shared and deduplicated,
+so equal indices mean equal texts), without building one object per position. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from abserve.records import ArmOutcome, PositionLogprobs
+
+FORMAT = 2  # the first byte of a blob
+ZLIB_LEVEL = 3  # level 6 saves ~7% more, at twice the compression time on the router
+PACKED_FIELDS = frozenset({"token_ids", "token_times", "text", "logprobs", "prompt_logprobs"})
+UNCOMPARED = ("times", "text")  # columns that are not token data the equality compares
+_INT32 = np.iinfo(np.int32)
+_INT64 = np.iinfo(np.int64)
+_FLOAT_COLUMNS = ("lp.lp", "lp.top.lp", "plp.lp", "plp.top.lp")
+_STRINGS = "__strings__"  # the header's key of the shared string table
+_ITEMSIZE = {np.dtype(kind).str: np.dtype(kind).itemsize for kind in ("<i4", "<i8", "<u4", "<f8", "u1")}
+
+Column = tuple[str, np.ndarray]
+Entry = tuple[str, str, int]  # column name, numpy dtype (little-endian), length
+
+
+class _Unpackable(Exception):
+    """An arm whose token data the columns cannot hold exactly (an int beyond int64)."""
+
+
+class _StringTable:
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def of(self, texts: list[str]) -> np.ndarray:
+        index = self.index
+        for text in dict.fromkeys(texts):  # the new texts, once each, in order
+            if text not in index:
+                index[text] = len(index)
+        return np.array(list(map(index.__getitem__, texts)), dtype="<u4")
+
+    def columns(self) -> list[Column]:
+        encoded = [t.encode("utf-8", "surrogatepass") for t in self.index]
+        return [("len", np.array([len(b) for b in encoded], dtype="<u4")),
+                ("utf8", np.frombuffer(b"".join(encoded), dtype=np.uint8))]
+
+
+def _int_columns(name: str, values: list[int | None]) -> list[Column]:
+    """``values`` as one int column (int32 when they fit) plus a mask of the ``None``s;
+    nothing when all are ``None``."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return []
+    low, high = min(present), max(present)
+    if low < _INT64.min or high > _INT64.max:
+        raise _Unpackable(name)
+    dtype = "<i4" if _INT32.min <= low and high <= _INT32.max else "<i8"
+    if len(present) == len(values):
+        return [(name, np.array(values, dtype=dtype))]
+    filled = [0 if v is None else v for v in values]
+    mask = np.array([v is None for v in values], dtype=np.uint8)
+    return [(name, np.array(filled, dtype=dtype)), (name + "none", mask)]
+
+
+def _position_columns(prefix: str, positions: list[PositionLogprobs], table: _StringTable) -> list[Column]:
+    tops = [t for p in positions for t in p.top]
+    return [
+        (f"{prefix}.tok", table.of([p.token for p in positions])),
+        (f"{prefix}.lp", np.array([p.logprob for p in positions], dtype="<f8")),
+        *_int_columns(f"{prefix}.id", [p.token_id for p in positions]),
+        (f"{prefix}.k", np.array([len(p.top) for p in positions], dtype="<u4")),
+        (f"{prefix}.top.tok", table.of([t.token for t in tops])),
+        (f"{prefix}.top.lp", np.array([t.logprob for t in tops], dtype="<f8")),
+        *_int_columns(f"{prefix}.top.id", [t.token_id for t in tops]),
+    ]
+
+
+def _arm_columns(outcome: ArmOutcome, table: _StringTable) -> list[Column]:
+    """The compared columns first (``compare_key`` is one contiguous slice), then the rest."""
+    cols: list[Column] = []
+    if outcome.token_ids:
+        cols += _int_columns("ids", list(outcome.token_ids))
+    if outcome.logprobs:
+        cols += _position_columns("lp", outcome.logprobs, table)
+    if outcome.prompt_logprobs is not None:
+        cols += _position_columns("plp", outcome.prompt_logprobs, table)
+    if outcome.token_times:
+        cols.append(("times", np.array(outcome.token_times, dtype="<f8")))
+    if outcome.text:
+        cols.append(("text", np.frombuffer(outcome.text.encode("utf-8", "surrogatepass"), dtype=np.uint8)))
+    return cols
+
+
+def _shuffled(array: np.ndarray) -> bytes:
+    size = array.dtype.itemsize
+    if size == 1 or len(array) < 2:
+        return array.tobytes()
+    return array.view(np.uint8).reshape(len(array), size).T.tobytes()
+
+
+def _unshuffled(data: memoryview, dtype: str, n: int) -> np.ndarray:
+    kind = np.dtype(dtype)
+    if kind.itemsize == 1 or n < 2:
+        return np.frombuffer(data, dtype=kind, count=n)
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(kind.itemsize, n)
+    return raw.T.copy().view(kind).reshape(n)
+
+
+def pack_arms(arms: Mapping[str, ArmOutcome], level: int = ZLIB_LEVEL) -> tuple[dict[str, set[str]], bytes]:
+    """The arms' token data as one blob, and per arm the fields packed there (for the
+    caller to leave out of the arm's JSON). An arm that cannot be packed exactly is absent
+    from the first: all its fields stay in its JSON."""
+    table = _StringTable()
+    header: dict[str, Any] = {}
+    chunks: list[bytes] = []
+    packed: dict[str, set[str]] = {}
+    for name, outcome in arms.items():
+        mark = len(table.index)
+        try:
+            cols = _arm_columns(outcome, table)
+        except _Unpackable:
+            table.index = dict(list(table.index.items())[:mark])  # forget this arm's strings
+            continue
+        packed[name] = set(PACKED_FIELDS)
+        nan = any(np.isnan(a).any() for c, a in cols if c in _FLOAT_COLUMNS)
+        header[name] = {"cols": [(c, a.dtype.str, len(a)) for c, a in cols], "nan": bool(nan)}
+        chunks += [_shuffled(a) for _, a in cols]
+    strings = table.columns()
+    header[_STRINGS] = {"cols": [(c, a.dtype.str, len(a)) for c, a in strings], "nan": False}
+    chunks += [_shuffled(a) for _, a in strings]
+    head = json.dumps(header, separators=(",", ":")).encode()
+    body = struct.pack("<I", len(head)) + head + b"".join(chunks)
+    return packed, bytes([FORMAT]) + zlib.compress(body, level)
+
+
+@dataclass(frozen=True, slots=True)
+class _Strings:
+    lengths: np.ndarray
+    data: memoryview
+
+    def texts(self) -> list[str]:
+        ends = np.cumsum(self.lengths).tolist()
+        starts = [0, *ends[:-1]] if ends else []
+        raw = bytes(self.data)
+        return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)]
+
+
+@dataclass(eq=False)
+class ArmColumns:
+    """One arm of a stored exchange: its scalars as decoded JSON (``doc``) and its packed
+    token columns. An arm stored unpacked (``packed`` False) has everything in ``doc``."""
+
+    doc: dict[str, Any]
+    packed: bool = False
+    entries: dict[str, tuple[str, int, memoryview]] = field(default_factory=dict)
+    nan: bool = False
+    compare_key: tuple[tuple[Entry, ...], bytes] = ((), b"")
+    strings: _Strings | None = None
+
+    def count(self, name: str) -> int:
+        """Length of column ``name``; 0 when absent."""
+        entry = self.entries.get(name)
+        return 0 if entry is None else entry[1]
+
+    def has(self, name: str) -> bool:
+        return name in self.entries
+
+    def array(self, name: str) -> np.ndarray | None:
+        entry = self.entries.get(name)
+        return None if entry is None else _unshuffled(entry[2], entry[0], entry[1])
+
+    @property
+    def token_count(self) -> int:
+        """How many output tokens the router saw (``max(len(token_ids), len(token_times))``)."""
+        if not self.packed:
+            return max(len(self.doc.get("token_ids") or []), len(self.doc.get("token_times") or []))
+        return max(self.count("ids"), self.count("times"))
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether the outcome carried a token sequence (ids or chosen tokens)."""
+        if not self.packed:
+            return bool(self.doc.get("token_ids") or self.doc.get("logprobs"))
+        return self.count("ids") > 0 or self.count("lp.tok") > 0
+
+    @property
+    def prompt_positions(self) -> int | None:
+        """How many prompt positions were sampled; None when none were asked for."""
+        if not self.packed:
+            prompts = self.doc.get("prompt_logprobs")
+            return None if prompts is None else len(prompts)
+        return self.count("plp.tok") if self.has("plp.tok") else None
+
+    def times(self) -> np.ndarray:
+        if not self.packed:
+            return np.asarray(self.doc.get("token_times") or [], dtype=np.float64)
+        times = self.array("times")
+        return np.zeros(0) if times is None else times
+
+    def outcome(self) -> ArmOutcome:
+        """The validated ``ArmOutcome`` this arm was packed from."""
+        if not self.packed:
+            return ArmOutcome.model_validate(self.doc)
+        return ArmOutcome.model_validate({**self.doc, **self._token_fields()})
+
+    def _token_fields(self) -> dict[str, Any]:
+        texts = self.strings.texts() if self.strings is not None else []
+        out: dict[str, Any] = {}
+        ids = self._ints("ids")
+        if ids is not None:
+            out["token_ids"] = ids
+        times = self.array("times")
+        if times is not None:
+            out["token_times"] = times.tolist()
+        text = self.array("text")
+        if text is not None:
+            out["text"] = text.tobytes().decode("utf-8", "surrogatepass")
+        if self.has("lp.tok"):
+            out["logprobs"] = self._positions("lp", texts)
+        if self.has("plp.tok"):
+            out["prompt_logprobs"] = self._positions("plp", texts)
+        return out
+
+    def _ints(self, name: str) -> list[int | None] | None:
+        values = self.array(name)
+        if values is None:
+            return None
+        out: list[int | None] = values.tolist()
+        mask = self.array(name + "none")
+        if mask is not None:
+            out = [None if m else v for v, m in zip(out, mask.tolist(), strict=True)]
+        return out
+
+    def _positions(self, prefix: str, texts: list[str]) -> list[dict[str, Any]]:
+        n = self.count(f"{prefix}.tok")
+        toks, lps, counts = (self._list(f"{prefix}.{c}") for c in ("tok", "lp", "k"))
+        ids = self._ints(f"{prefix}.id") or [None] * n
+        ttoks, tlps = self._list(f"{prefix}.top.tok"), self._list(f"{prefix}.top.lp")
+        tids = self._ints(f"{prefix}.top.id") or [None] * len(ttoks)
+        out, at = [], 0
+        for i in range(n):
+            k = counts[i]
+            top = [{"token": texts[ttoks[j]], "logprob": tlps[j], "token_id": tids[j]}
+                   for j in range(at, at + k)]
+            at += k
+            out.append({"token": texts[toks[i]], "logprob": lps[i], "token_id": ids[i], "top": top})
+        return out
+
+    def _list(self, name: str) -> list[Any]:
+        values = self.array(name)
+        return [] if values is None else values.tolist()
+
+
+def unpack(docs: dict[str, dict[str, Any]], blob: bytes | memoryview) -> dict[str, ArmColumns]:
+    """Each arm of a stored v2 exchange: ``docs`` (the arms' JSON, decoded) joined with the
+    columns of ``blob`` (``pack_arms``'s)."""
+    view = memoryview(blob)
+    if view[0] != FORMAT:
+        raise ValueError(f"token columns of format {view[0]}; this abserve reads format {FORMAT}")
+    body = memoryview(zlib.decompress(view[1:]))
+    (size,) = struct.unpack_from("<I", body)
+    header = json.loads(bytes(body[4:4 + size]))
+    at = 4 + size
+    spans: dict[str, tuple[dict[str, tuple[str, int, memoryview]], tuple[tuple[Entry, ...], bytes]]] = {}
+    for name, part in header.items():
+        entries, compared, start = {}, [], at
+        cut = start
+        for column, dtype, n in part["cols"]:
+            end = at + _ITEMSIZE[dtype] * n
+            entries[column] = (dtype, n, body[at:end])
+            if column not in UNCOMPARED:
+                compared.append((column, dtype, n))
+                cut = end
+            at = end
+        key = (tuple(compared), bytes(body[start:cut]))
+        spans[name] = (entries, key)
+    string_entries = spans[_STRINGS][0]
+    lengths = _unshuffled(string_entries["len"][2], string_entries["len"][0], string_entries["len"][1])
+    strings = _Strings(lengths, string_entries["utf8"][2])
+    out: dict[str, ArmColumns] = {}
+    for name, doc in docs.items():
+        if name not in header:
+            out[name] = ArmColumns(doc)
+            continue
+        entries, key = spans[name]
+        out[name] = ArmColumns(doc, True, entries, bool(header[name]["nan"]), key, strings)
+    return out
+
+
+def columns_of(arms: Mapping[str, ArmOutcome]) -> dict[str, ArmColumns]:
+    """``unpack(pack_arms(arms))`` without the JSON round trip of the scalars: the stored
+    view of outcomes in memory (what the judgment would read of them once stored)."""
+    packed, blob = pack_arms(arms, level=1)
+    docs = {name: o.model_dump(exclude=packed.get(name, set())) for name, o in arms.items()}
+    return unpack(docs, blob)
