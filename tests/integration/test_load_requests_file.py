@@ -59,4 +59,6 @@ def test_a_gateway_log_arrives_as_logged_at_its_recorded_times(upstream: Tokeniz
     records = sorted(read_timings([out / "timings.jsonl"]), key=lambda r: r.corpus_index)
     assert [round(r.scheduled_offset_s or 0, 3) for r in records] == [round(0.2 * k, 3) for k in range(LINES)]
     assert all(r.ok for r in records)
-    assert records[-1].sent_at - records[0].sent_at >= 1.2 - 0.05  # replayed, not sent at once
+    # replayed over the recorded 1.2 s (at once would take a few ms); a busy machine may send the
+    # first request late, never a later one early, so the span is bounded below, not pinned
+    assert records[-1].sent_at - records[0].sent_at >= 0.6
