@@ -33,11 +33,11 @@ from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
+from abserve.launch.looks import IncrementalLooks
 from abserve.launch.neighbours import block_sampler
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.rounds import (
-    IncrementalLooks,
     RoundLog,
     block_shares,
     infinite_plan,
