@@ -16,6 +16,7 @@ from tests.support.records_factory import ab_run, run_info
 from abserve.compare import load_policy
 from abserve.compare.judge import judge_digest
 from abserve.compare.policy import Policy
+from abserve.launch.family import interim_family
 from abserve.launch.looks import IncrementalLooks
 from abserve.records import Exchange
 from abserve.report.commands import judge_with_evidence
@@ -160,3 +161,23 @@ def test_a_postgres_batch_that_took_its_ids_first_and_committed_last_is_found(pg
         looks.update(store, "run-1")
         assert (len(looks.digest), looks.read_last_look, looks.late_rows) == (6, 3, 3)
         judgments_agree(store, looks, SEQUENTIAL)
+
+
+def test_a_family_of_candidates_is_judged_from_its_looks_as_from_a_fresh_read(tmp_path: Path) -> None:
+    family = ("a", ["b", "a2"], None)  # two candidates: Holm's step-down at two levels
+    with Store.open(f"sqlite:///{tmp_path / 'family.db'}") as store:
+        store.create_run(run_info())
+        looks = IncrementalLooks(SEQUENTIAL, family)
+        assert len(looks.family_digests) == 4
+        write_with_ids(store, RUN[:8], range(1, 9))
+        write_with_ids(store, RUN[12:], range(13, N + 1))
+        looks.update(store, "run-1")
+        write_with_ids(store, RUN[8:12], range(9, 13))  # committed late, below ids already read
+        looks.update(store, "run-1")
+        assert (looks.read_last_look, looks.late_rows) == (4, 4)
+        assert all(len(digest) == N for digest in looks.family_digests.values())
+        run = store.get_run("run-1")
+        assert run is not None
+        incremental = interim_family(run, looks, SEQUENTIAL, family)
+        scratch = interim_family(run, list(store.iter_exchanges("run-1")), SEQUENTIAL, family)
+    assert incremental.model_dump_json() == scratch.model_dump_json()
