@@ -181,3 +181,23 @@ def test_a_family_of_candidates_is_judged_from_its_looks_as_from_a_fresh_read(tm
         incremental = interim_family(run, looks, SEQUENTIAL, family)
         scratch = interim_family(run, list(store.iter_exchanges("run-1")), SEQUENTIAL, family)
     assert incremental.model_dump_json() == scratch.model_dump_json()
+
+
+@pytest.mark.parametrize("family", [None, ("a", ["b", "a2"], None)])
+def test_the_runs_look_after_each_round_judges_as_a_fresh_read(
+        tmp_path: Path, family: tuple[str, list[str], None] | None) -> None:
+    """``orchestrator.judge_so_far``, the look ``abserve run`` takes after each round, with the
+    run's looks and without (a fresh read of the store), round after round."""
+    from abserve.launch.orchestrator import judge_so_far
+    from abserve.launch.run_paths import RunPaths
+
+    paths = RunPaths(tmp_path)
+    looks = IncrementalLooks(SEQUENTIAL, family)
+    with Store.open(paths.database_url) as store:
+        store.create_run(run_info())
+        for a, b in ((0, 10), (10, 17), (17, N)):
+            store.write_exchanges(RUN[a:b])
+            kept = judge_so_far(paths, "run-1", b, SEQUENTIAL, family, None, looks)
+            fresh = judge_so_far(paths, "run-1", b, SEQUENTIAL, family)
+            assert looks.read_last_look == b - a
+            assert kept.model_dump_json() == fresh.model_dump_json()
