@@ -94,6 +94,12 @@ def roles_for(policy: Policy, baseline: str, candidate: str, floor: str | None, 
 Levels = dict[str, tuple[float, int | None]]
 
 
+def holm_levels(m: int, alpha: float) -> list[float]:
+    """Every level Holm's step-down can judge one of ``m`` candidates at, by how many were
+    settled before: alpha / m, alpha / (m - 1), ..., alpha."""
+    return [alpha / (m - settled) for settled in range(m)]
+
+
 def holm(candidates: list[str], alpha: float,
          decide: Callable[[str, float], Outcome]) -> tuple[Levels, list[HolmStep]]:
     """Holm's step-down over ``candidates``: ``decide(candidate, level)`` is the candidate's verdict
@@ -104,7 +110,7 @@ def holm(candidates: list[str], alpha: float,
     levels: dict[str, tuple[float, int | None]] = {}
     steps: list[HolmStep] = []
     while remaining:
-        level = alpha / (m - settled_total)
+        level = holm_levels(m, alpha)[settled_total]
         settled = []
         for name in remaining:
             levels[name] = (level, None)
@@ -123,14 +129,25 @@ def holm(candidates: list[str], alpha: float,
 def judge_family(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy, baseline: str,
                  candidates: list[str], floor: str | None) -> FamilyJudgment:
     """Judge each candidate against ``baseline`` with Holm's correction (see the module doc)."""
+    exchanges = list(exchanges)
+
+    def judge_at(name: str, level: float) -> Judgment:
+        return judge(run, exchanges, roles_for(policy, baseline, name, floor, level))
+
+    return family_judgment(judge_at, policy, baseline, candidates, floor)
+
+
+def family_judgment(judge_at: Callable[[str, float], Judgment], policy: Policy, baseline: str,
+                    candidates: list[str], floor: str | None) -> FamilyJudgment:
+    """``judge_family`` with each candidate's judgment at a level given by ``judge_at(candidate,
+    level)`` (a sequential run's looks judge digests kept across rounds: ``launch.looks``)."""
     if not candidates:
         raise ValueError("judge_family needs at least one candidate")
-    exchanges = list(exchanges)
     alpha = 1.0 - policy.confidence
     kept: dict[str, Judgment] = {}
 
     def decide(name: str, level: float) -> Outcome:
-        kept[name] = judge(run, exchanges, roles_for(policy, baseline, name, floor, level))
+        kept[name] = judge_at(name, level)
         return kept[name].verdict
 
     levels, steps = holm(candidates, alpha, decide)

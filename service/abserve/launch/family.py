@@ -16,10 +16,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abserve.compare.family import FamilyJudgment, judge_family, roles_for
+from abserve.compare.family import FamilyJudgment, family_judgment, judge_family, roles_for
+from abserve.compare.judge import judge_digest
+from abserve.launch.looks import IncrementalLooks
 from abserve.report.family_md import family_junit, family_markdown
 
 if TYPE_CHECKING:
+    from abserve.compare import Judgment
     from abserve.compare.policy import Policy
     from abserve.config import ExperimentConfig
     from abserve.records import Exchange, RunInfo
@@ -36,10 +39,21 @@ def family_of(config: ExperimentConfig) -> Family | None:
     return config.baseline, candidates, floors[0] if floors else None
 
 
-def interim_family(run: RunInfo, exchanges: list[Exchange], policy: Policy, family: Family) -> FamilyJudgment:
-    """The family judgment of a running run (its status and proofs come later), for the stop rule."""
+def interim_family(run: RunInfo, exchanges: list[Exchange] | IncrementalLooks, policy: Policy,
+                   family: Family) -> FamilyJudgment:
+    """The family judgment of a running run (its status and proofs come later), for the stop rule.
+    ``exchanges``: the exchanges, or the run's looks made with ``family`` and ``policy``, already
+    updated (each candidate's digest at each Holm level)."""
     running = run.model_copy(update={"status": "completed", "arms": {}})
-    return judge_family(running, exchanges, policy, *family)
+    if not isinstance(exchanges, IncrementalLooks):
+        return judge_family(running, exchanges, policy, *family)
+    looks, (baseline, candidates, floor) = exchanges, family
+
+    def judge_at(name: str, level: float) -> Judgment:
+        judged_as = roles_for(policy, baseline, name, floor, level)
+        return judge_digest(running, looks.family_digest(name, level), judged_as)
+
+    return family_judgment(judge_at, policy, baseline, candidates, floor)
 
 
 def write_family_signoff(db: str, run_id: str, policy: Policy, policy_path: Path, family: Family,

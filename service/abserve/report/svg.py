@@ -3,7 +3,8 @@
 Four shapes cover every plot the report needs: lines (latency ECDFs per arm), intervals
 (paired differences with their confidence intervals and thresholds), bars (divergence by
 position or items bucket, lookup telemetry) and trajectories (a sequential gate's estimate
-and anytime-valid band at every look, against pairs seen, with its allowance drawn). Every
+and anytime-valid band at every look, against pairs seen, with its allowance drawn; a run of
+hundreds of looks is drawn through evenly spaced ones, and says so). Every
 text is XML-escaped; each function returns a ``Markup`` string ready to drop into a Jinja2
 template.
 """
@@ -17,10 +18,13 @@ from html import escape
 
 from markupsafe import Markup
 
+from abserve.report import capped
+
 WIDTH, HEIGHT = 560, 240
 PAD_L, PAD_R, PAD_T, PAD_B = 64, 16, 16, 40
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
-MAX_DOTS = 48  # look markers drawn per trajectory; the line and band keep every look
+MAX_DOTS = 48  # look markers drawn per trajectory
+MAX_LOOKS_DRAWN = 400  # looks the line and band are drawn through (a soak's hundreds: evenly spaced)
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,8 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
     pts = [p for p in points if all(math.isfinite(v) for v in (p.n, p.estimate, p.low, p.high))]
     if len(pts) < 2:
         return empty(title)
+    looks = len(pts)
+    pts = capped.evenly(pts, MAX_LOOKS_DRAWN).shown
     ys = [v for p in pts for v in (p.estimate, p.low, p.high)]
     ys += [r.value for r in refs if math.isfinite(r.value)]
     y_lo, y_hi = min(ys), max(ys)
@@ -244,7 +250,8 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
             body.append(_text(WIDTH - PAD_R - 2, y - 4, r.label, "end", 10))
     line = " ".join(xy(p.n, p.estimate) for p in pts)
     body.append(f'<polyline class="estimate" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
-    step = max(1, math.ceil(len(pts) / MAX_DOTS))  # a long run: a dot (and tooltip) every step-th look
+    # a long run: a dot (and tooltip) every step-th look, the last one always: MAX_DOTS at most
+    step = max(1, math.ceil((len(pts) - 1) / (MAX_DOTS - 1)))
     for p in [*pts[:-1:step], pts[-1]]:
         cx, cy = xy(p.n, p.estimate).split(",")
         body.append(
@@ -253,5 +260,6 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
         )
     body.append(f'<rect x="{PAD_L}" y="{height - 16}" width="10" height="10" fill="{color}" '
                 'fill-opacity="0.3"/>')
-    body.append(_text(PAD_L + 14, height - 7, "anytime-valid band, estimate", "start", 10))
+    drawn = "" if len(pts) == looks else f" ({len(pts)} of {looks:,} looks drawn, evenly spaced)"
+    body.append(_text(PAD_L + 14, height - 7, "anytime-valid band, estimate" + drawn, "start", 10))
     return _svg(body, title, height)

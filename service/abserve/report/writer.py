@@ -22,7 +22,7 @@ from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
-from abserve.report import effect, evidence, sentences, svg, views
+from abserve.report import capped, effect, evidence, sentences, svg, views
 from abserve.report.junit import Case, junit_suite
 from abserve.units import ms
 
@@ -62,6 +62,8 @@ def _env() -> Environment:
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
     env.filters["slug"] = slug
+    env.filters["listed"] = capped.first
+    env.filters["cut_lists"] = capped.long_lists_cut
     return env
 
 
@@ -104,7 +106,10 @@ def charts(j: Judgment) -> tuple[dict[str, Markup], dict[str, str]]:
             ("drift_by_position", main.drift_by_position, "first logprob drift by output position"),
         ):
             if data:
-                out[key] = svg.bars({k: float(v) for k, v in data.items()}, f"{pair}: {title}", "exchanges")
+                bins = capped.binned({k: float(v) for k, v in data.items()})
+                if len(bins) < len(data):
+                    title = f"{title}, {len(data):,} positions in {len(bins)} ranges"
+                out[key] = svg.bars(bins, f"{pair}: {title}", "exchanges")
             else:
                 notes[key] = f"{pair}: {title}: none of the mismatches is of this kind."
         out["by_items"] = svg.bars(
@@ -161,6 +166,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
     env = _env()
     plots, missing = charts(judgment)
     first = sentences.first_screen(judgment)
+    seqlog = views.sequential_log(judgment)
     context = {
         "j": judgment,
         "base": baseline,
@@ -172,7 +178,11 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         "has_exchanges": exchanges is not None,
         "image_note": evidence.IMAGE_NOTE,
         "story": views.story(judgment),
-        "seqlog": views.sequential_log(judgment),
+        "seqlog": seqlog,
+        "rounds": capped.changes_kept(seqlog.looks, capped.MAX_ROWS, lambda row: row.gates) if seqlog
+        else capped.Capped(),
+        "breakdown_rows": capped.breakdown_rows(judgment.breakdowns),
+        "max_block_rows": capped.MAX_BLOCK_ROWS,
         "gate_views": views.gate_views(judgment),
     }
     paths = ReportPaths(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
@@ -374,6 +374,44 @@ class Store:
             if len(rows) < _PAGE:
                 return
             after_row = int(rows[-1]["id"])
+
+    def count_exchanges_through(self, run_id: str, through_row: int) -> int:
+        """How many of the run's exchanges have a row id up to ``through_row``: a look that has
+        read every row up to there compares this with what it read, so a row that took its id
+        before a later one but committed after it (PostgreSQL) is seen at the next look."""
+        cols = exchanges_table.c
+        with self.engine.connect() as conn:
+            return int(conn.execute(
+                select(func.count()).select_from(exchanges_table)
+                .where(cols.run_id == run_id, cols.id <= through_row)
+            ).scalar_one())
+
+    def iter_missing_raw_exchanges(self, run_id: str, through_row: int,
+                                   known: Container[str]) -> Iterator[tuple[int, RawExchange]]:
+        """The run's exchanges with a row id up to ``through_row`` whose request id is not in
+        ``known`` (what a look has already read), with their row ids: only the ids and request
+        ids of the run are scanned, then the missing rows read in full."""
+        self._check_records(run_id)
+        cols = exchanges_table.c
+        missing: list[int] = []
+        after = 0
+        while True:
+            stmt = (select(cols.id, cols.request_id)
+                    .where(cols.run_id == run_id, cols.id > after, cols.id <= through_row)
+                    .order_by(cols.id).limit(_PAGE * 16))
+            with self.engine.connect() as conn:
+                keys = conn.execute(stmt).all()
+            missing += [int(row_id) for row_id, request_id in keys if request_id not in known]
+            if len(keys) < _PAGE * 16:
+                break
+            after = int(keys[-1][0])
+        for start in range(0, len(missing), _PAGE):
+            chunk = missing[start:start + _PAGE]
+            with self.engine.connect() as conn:
+                rows = [row._mapping for row in conn.execute(
+                    select(exchanges_table).where(cols.id.in_(chunk)).order_by(cols.id))]
+            for row in rows:
+                yield int(row["id"]), raw_from_row(row)
 
     def iter_raw_exchanges(self, run_id: str) -> Iterator[RawExchange]:
         """``iter_exchanges`` without validating the token-level data (``RawExchange``)."""
