@@ -15,7 +15,8 @@ floor arm) keeps the full exchanges that are not identical at tolerance 0 and co
 again at the final tolerance: an exchange identical at tolerance 0 is identical at any.
 
 A ``Digester`` kept across a sequential run's rounds is fed only each round's new
-exchanges (``Store.iter_exchanges(..., after_id=...)``): a look costs the new exchanges'
+exchanges (``launch.looks.IncrementalLooks``: ``Store.iter_new_raw_exchanges`` and
+``iter_missing_raw_exchanges``): a look costs the new exchanges'
 reading and comparing, not a re-read of the run. Feeding an exchange twice is a no-op.
 Pure: no I/O.
 """
