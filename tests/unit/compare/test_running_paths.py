@@ -2,8 +2,9 @@
 
 ``coefficient_path`` (``compare.ols_path``), the look counts (``sequential.counts_before``)
 and the quantile sequences (``quantile_cs.quantile_path``, ``accepted_ranges``) were computed
-from scratch at every look (O(looks x n)); each reference below is that old computation, kept
-here verbatim, and seeded sweeps and hypothesis hold the fast paths to it.
+from scratch at every look (O(looks x n)), and MSER's score of every truncation point from
+scratch (O(m^2)); each reference below is that old computation, kept here verbatim, and
+seeded sweeps and hypothesis hold the fast paths to it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from abserve.compare.anytime import Interval, anytime_ols
 from abserve.compare.model import Look
 from abserve.compare.ols_path import SortedPrefix
 from abserve.compare.quantile_cs import accepted_counts, accepted_ranges, quantile_path, quantile_sequence
+from abserve.compare.warmup import _mser_argmin
 
 
 def reference_path(design: sq.Design, coefficient: str, alpha: float, phi: float, clip: float) -> list[Look]:
@@ -118,3 +120,29 @@ def test_quantile_path_equals_a_sequence_per_look(seed: int) -> None:
     counts = sorted(set(rng.integers(1, 9000, 150).tolist()) | {9000})
     for p in (0.5, 0.95, 0.99):
         assert quantile_path(x, counts, p, 0.05) == [quantile_sequence(x[:n], p, 0.05) for n in counts]
+
+
+def _mser_reference(means: np.ndarray, limit: int) -> int:
+    return int(np.argmin([float(np.var(means[d:])) / (len(means) - d) for d in range(limit)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 10.0, allow_nan=False), min_size=4, max_size=80), st.floats(0.01, 1.0))
+def test_mser_argmin_equals_every_suffix_scored(values: list[float], fraction: float) -> None:
+    means = np.asarray(values)
+    limit = max(1, int(len(means) * fraction))
+    assert _mser_argmin(means, limit) == _mser_reference(means, limit)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mser_argmin_equals_every_suffix_scored_on_warming_series(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(4, 5000))
+    means = 0.01 + 0.0004 * rng.standard_normal(m)
+    means[: int(rng.integers(0, m // 2 + 1))] += float(rng.choice([0.0, 0.002, 0.05]))  # a cold start
+    if seed % 4 == 0:
+        means = np.round(means, 3)  # ties among suffixes
+    if seed % 5 == 0:
+        means[:] = 0.01  # constant: every score zero
+    limit = max(1, m // 2)
+    assert _mser_argmin(means, limit) == _mser_reference(means, limit)
