@@ -6,7 +6,7 @@ every 997th exchange, noisy per-token times. Rows are made by the store's own
 ``exchange_row`` (one arm template per arm, copied with each exchange's times, then packed
 as the router packs a record) and bulk inserted through the store's own ``insert_rows``;
 then ``abserve report RUN --db ... --policy configs/policy/gpu.yaml`` runs as a child process,
-timed, its peak RSS read from its own rusage (``os.wait4``).
+timed, its CPU time and peak RSS read from its own rusage (``os.wait4``).
 
 Run from the repository root:
 ``.venv/bin/python -m benchmarks.scale 1000 10000 [--pg URL] [--keep DIR]``; prints a
@@ -91,15 +91,16 @@ def fill(db: str, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def report(db: str, out: Path) -> tuple[float, float, int]:
-    """Run ``abserve report``: seconds, peak RSS in MiB, exit code."""
+def report(db: str, out: Path) -> tuple[float, float, float, int]:
+    """Run ``abserve report``: seconds, CPU seconds (user + system), peak RSS in MiB, exit code."""
     cmd = [str(ROOT / ".venv/bin/abserve"), "report", RUN_ID, "--db", db, "--out", str(out),
            "--policy", str(ROOT / "configs/policy/gpu.yaml")]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
-    return seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
 def store_bytes(db: str, path: Path | None) -> int:
@@ -121,26 +122,29 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the stores and reports here")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="abserve-scale-"))
-    lines = ["| exchanges | backend | fill s | report s | peak RSS MiB | store KB/exchange | exit |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| exchanges | backend | fill s | report s | report CPU s | peak RSS MiB | store KB/exchange "
+             "| exit |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
     points = []
     for n in args.sizes:
         path = None if args.pg else base / f"scale-{n}.db"
         db = args.pg or f"sqlite:///{path}"
         filled = fill(db, n)
-        seconds, rss, code = report(db, base / f"report-{n}")
+        seconds, cpu, rss, code = report(db, base / f"report-{n}")
         size = store_bytes(db, path) / n / 1000
-        points.append((n, seconds, rss))
+        points.append((n, seconds, cpu, rss))
         lines.append(f"| {n:,} | {'postgresql' if args.pg else 'sqlite'} | {filled:.0f} | {seconds:.1f} "
-                     f"| {rss:.0f} | {size:.1f} | {code} |")
+                     f"| {cpu:.1f} | {rss:.0f} | {size:.1f} | {code} |")
         print(lines[-1], flush=True)
         if path is not None and args.keep is None:
             for p in path.parent.glob(path.name + "*"):
                 p.unlink()
-    lines += ["", "| from | to | ms per exchange | KiB RSS per exchange |", "|---:|---:|---:|---:|"]
-    for (n0, s0, r0), (n1, s1, r1) in itertools.pairwise(points):
-        per_ms, per_kib = (s1 - s0) / (n1 - n0) * 1000, (r1 - r0) * 1024 / (n1 - n0)
-        lines.append(f"| {n0:,} | {n1:,} | {per_ms:.3f} | {per_kib:.2f} |")
+    lines += ["", "| from | to | ms per exchange | CPU ms per exchange | KiB RSS per exchange |",
+              "|---:|---:|---:|---:|---:|"]
+    for (n0, s0, c0, r0), (n1, s1, c1, r1) in itertools.pairwise(points):
+        per_ms, per_cpu = (s1 - s0) / (n1 - n0) * 1000, (c1 - c0) / (n1 - n0) * 1000
+        per_kib = (r1 - r0) * 1024 / (n1 - n0)
+        lines.append(f"| {n0:,} | {n1:,} | {per_ms:.3f} | {per_cpu:.3f} | {per_kib:.2f} |")
     print("\n".join(lines))
 
 

@@ -25,7 +25,7 @@ Pure numpy/scipy.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,16 +79,31 @@ def anytime_ols(y: Sequence[float] | np.ndarray, x: np.ndarray, alpha: float,
     None when the design is singular or has no residual degrees of freedom.
     """
     ys = np.asarray(y, dtype=float)
-    n, p = x.shape
+
+    def rss(beta: np.ndarray) -> float:
+        residual = ys - x @ beta
+        return float(residual @ residual)
+
+    return fit_from_moments(x.T @ x, x.T @ ys, rss, x.shape[0], alpha, phi)
+
+
+def fit_from_moments(gram: np.ndarray, xty: np.ndarray, rss: Callable[[np.ndarray], float], n: int,
+                     alpha: float, phi: float, min_rss: float = -math.inf) -> OlsFit | None:
+    """``anytime_ols`` from ``X'X``, ``X'y``, the residual sum of squares of a ``beta`` and ``n``.
+
+    None also when the residual sum of squares is at most ``min_rss``.
+    """
+    p = gram.shape[0]
     if n <= p + 1:
         return None
-    gram = x.T @ x
     if np.linalg.matrix_rank(gram) < p:
         return None
     covariance = np.linalg.inv(gram)
-    beta = covariance @ (x.T @ ys)
-    residual = ys - x @ beta
-    sigma2 = float(residual @ residual) / (n - p)
+    beta = covariance @ xty
+    squares = rss(beta)
+    if squares <= min_rss:
+        return None
+    sigma2 = squares / (n - p)
     intervals = []
     for j in range(p):
         c = float(covariance[j, j])

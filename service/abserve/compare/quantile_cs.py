@@ -45,6 +45,7 @@ from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import Look, MetricLine
 from abserve.compare.policy import MetricRule, Policy
+from abserve.compare.sequential import counts_before
 from abserve.compare.verdict import threshold_for
 from abserve.records import Exchange
 from abserve.units import ms
@@ -70,9 +71,7 @@ def accepted_counts(n: int, p: float, alpha: float, strength: float = STRENGTH) 
     The log mixture is convex in ``k``, so the accepted counts are one range ``(k_lo, k_hi)``;
     None when every count is rejected (impossible for a valid ``alpha < 1``).
     """
-    k = np.arange(n + 1, dtype=float)
-    a, b = strength * p, strength * (1.0 - p)
-    log_m = betaln(a + k, b + n - k) - betaln(a, b) - (k * math.log(p) + (n - k) * math.log1p(-p))
+    log_m = _log_mixture_at(np.arange(n + 1, dtype=float), np.float64(n), p, strength)
     ok = np.flatnonzero(log_m < math.log(1.0 / alpha))
     if ok.size == 0:
         return None
@@ -95,10 +94,91 @@ def quantile_sequence(values: Sequence[float] | np.ndarray, p: float, alpha: flo
     counts = accepted_counts(n, p, alpha, strength)
     if counts is None:
         return QuantileBounds(n, estimate, -math.inf, math.inf)
+    return _bounds(xs, estimate, counts)
+
+
+def _bounds(xs: np.ndarray, estimate: float, counts: tuple[int, int]) -> QuantileBounds:
+    """The bounds of accepted ``counts`` over sorted values ``xs``."""
+    n = int(xs.size)
     k_lo, k_hi = counts
     low = -math.inf if k_lo == 0 else float(xs[k_lo - 1])
     high = math.inf if k_hi + 1 > n else float(xs[k_hi])
     return QuantileBounds(n, estimate, low, high)
+
+
+def quantile_path(values: Sequence[float] | np.ndarray, counts: Sequence[int], p: float, alpha: float,
+                  strength: float = STRENGTH) -> list[QuantileBounds]:
+    """``[quantile_sequence(values[:n], p, alpha) for n in counts]`` (``counts`` ascending), with
+    the sorted prefix grown look by look (new values merged in) instead of sorted again."""
+    xs = np.asarray(values, dtype=float)
+    ranges = accepted_ranges(counts, p, alpha, strength)
+    ordered = np.empty(0)
+    path = []
+    for n, accepted in zip(counts, ranges, strict=True):
+        new = np.sort(xs[ordered.size:n])
+        ordered = np.insert(ordered, np.searchsorted(ordered, new), new)
+        if n == 0:
+            path.append(QuantileBounds(0, math.nan, -math.inf, math.inf))
+            continue
+        estimate = float(np.quantile(ordered, p))
+        path.append(QuantileBounds(n, estimate, -math.inf, math.inf) if accepted is None
+                    else _bounds(ordered, estimate, accepted))
+    return path
+
+
+EXACT_SCAN = 4096  # below this many values ``accepted_ranges`` scans every count, as ``accepted_counts``
+
+
+def _log_mixture_at(k: np.ndarray, n: np.ndarray | float, p: float, strength: float) -> np.ndarray:
+    """``accepted_counts``'s log mixture, element by element (the same operations, the same floats)."""
+    a, b = strength * p, strength * (1.0 - p)
+    return betaln(a + k, b + n - k) - betaln(a, b) - (k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def accepted_ranges(ns: Sequence[int], p: float, alpha: float,
+                    strength: float = STRENGTH) -> list[tuple[int, int] | None]:
+    """``accepted_counts(n, ...)`` for every ``n`` of ``ns``, in O(log n) each for large ``n``.
+
+    The log mixture is convex in ``k``, so the accepted counts below and above an accepted
+    centre are found by bisection (all ``ns`` at once); a small ``n``, or one whose centre
+    ``round(p n)`` is not accepted, is scanned in full.
+    """
+    out: list[tuple[int, int] | None] = [None] * len(ns)
+    big = [j for j, n in enumerate(ns) if n >= EXACT_SCAN]
+    for j, n in enumerate(ns):
+        if n < EXACT_SCAN:
+            out[j] = accepted_counts(n, p, alpha, strength)
+    if not big:
+        return out
+    level = math.log(1.0 / alpha)
+    sizes = np.array([ns[j] for j in big], dtype=float)
+    centre = np.clip(np.round(p * sizes), 0, sizes)
+    inside = _log_mixture_at(centre, sizes, p, strength) < level
+    first = _bisect(np.zeros_like(sizes), centre, sizes, (p, strength, level), last=False)
+    last = _bisect(centre, sizes, sizes, (p, strength, level), last=True)
+    for i, j in enumerate(big):
+        out[j] = (int(first[i]), int(last[i])) if inside[i] else accepted_counts(ns[j], p, alpha, strength)
+    return out
+
+
+def _bisect(low: np.ndarray, high: np.ndarray, n: np.ndarray, shape: tuple[float, float, float],
+            last: bool) -> np.ndarray:
+    """Element by element, the first accepted count in ``[low, high]`` (``high`` accepted) or,
+    with ``last``, the last one (``low`` accepted). ``shape``: (p, strength, log level)."""
+    p, strength, level = shape
+
+    def ok(k: np.ndarray) -> np.ndarray:
+        return np.asarray(_log_mixture_at(k, n, p, strength) < level)
+
+    lo, hi = low.copy(), high.copy()
+    while np.any(hi - lo > 1):
+        mid = np.floor((lo + hi) / 2)
+        accepted = ok(mid)
+        moves_low = accepted if last else ~accepted
+        lo, hi = np.where(moves_low, mid, lo), np.where(moves_low, hi, mid)
+    if last:
+        return np.where(ok(hi), hi, lo)
+    return np.where(ok(lo), lo, hi)
 
 
 @dataclass(frozen=True)
@@ -173,10 +253,8 @@ def _paired_path(rule: MetricRule, base: list[float], cand: list[float], p: floa
                  counts: list[int]) -> tuple[list[Look], str]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
     excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)
-    looks = []
-    for n in counts:
-        d = quantile_sequence(diffs[:n], p, alpha)
-        looks.append(Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high)))
+    looks = [Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high))
+             for n, d in zip(counts, quantile_path(diffs, counts, p, alpha), strict=True)]
     return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
 
 
@@ -198,7 +276,8 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 
 def _two_sample_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
                      counts: list[int]) -> tuple[list[Look], str]:
-    path = [tail_difference(base[:n], cand[:n], p, alpha) for n in counts]
+    path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
+                                                 quantile_path(cand, counts, p, alpha / 2), strict=True)]
     looks = [Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high))
              for n, d in zip(counts, path, strict=True)]
     decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction) \
@@ -220,7 +299,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     p = int(rule.statistic[1:]) / 100
     position = {ex.request_id: i for i, ex in enumerate(judged)}
     index = [position[rid] for rid in sample.request_ids]
-    counts = sorted({sum(1 for i in index if i < e) for e in ends} - {0})
+    counts = counts_before(index, ends)
     paired = policy.sequential.tail_design == "paired"
     line = gate_line(rule, len(index), policy)
     line.kind = "tail"

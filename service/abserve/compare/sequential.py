@@ -36,6 +36,7 @@ from abserve.compare.anytime import Interval, anytime_ols
 from abserve.compare.blocked import pair_placement
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
+from abserve.compare.ols_path import running_path
 from abserve.records import Exchange
 
 
@@ -82,8 +83,16 @@ def design_of(sample: PairedSample, exchanges: Sequence[Exchange], baseline: str
     index = [position[rid] for rid in sample.request_ids]
     levels = [pair_placement(by_id[rid].tags, baseline, candidate) for rid in sample.request_ids]
     times = [by_id[rid].started_at for rid in sample.request_ids]
-    looks = sorted({sum(1 for i in index if i < end) for end in ends} - {0})
-    return Design(sample.diffs, levels, sample.items, times, looks)
+    return Design(sample.diffs, levels, sample.items, times, counts_before(index, ends))
+
+
+def counts_before(index: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """The distinct nonzero counts of ``index`` entries below each of ``ends``, ascending.
+
+    ``sorted({sum(1 for i in index if i < e) for e in ends} - {0})`` in O((n + looks) log n).
+    """
+    counts = np.searchsorted(np.sort(np.asarray(index, dtype=np.int64)), np.asarray(ends, dtype=np.int64))
+    return sorted({int(c) for c in counts} - {0})
 
 
 def _effect_columns(levels: Sequence[str | None]) -> tuple[np.ndarray, list[str]]:
@@ -144,20 +153,27 @@ def coefficient_path(design: Design, coefficient: str, alpha: float, phi: float,
     extra = {"shift": None, "per_item": "items", "drift": "time"}[coefficient]
     y, x, keep = _rows(design, extra)
     column = 0 if extra is None else x.shape[1] - 1
-    raw: list[Interval] = []
-    seen: list[int] = []
-    for n in design.looks:
-        rows = np.flatnonzero(keep[:n])
-        ys, _ = winsorize(y[rows], clip)
-        fit = anytime_ols(ys, _drop_empty(x[rows]), alpha, phi) if len(rows) else None
-        if fit is None or column >= len(fit.coefficients):
-            first = float(np.mean(y[rows])) if len(rows) and extra is None else math.nan
-            raw.append(Interval(first, -math.inf, math.inf))
-        else:
-            raw.append(fit.coefficients[column if extra is None else len(fit.coefficients) - 1])
-        seen.append(len(rows))
+    kept = np.flatnonzero(keep)
+    seen = [int(c) for c in np.searchsorted(kept, np.asarray(design.looks, dtype=np.int64))]
+
+    def direct(m: int) -> Interval:
+        return _direct_look(y[kept[:m]], x[kept[:m]], column, extra is None, (alpha, phi, clip))
+
+    raw = running_path(y[kept], x[kept], seen, column, clip, alpha, phi, direct)
     return [Look(n=n, estimate=iv.estimate, low=iv.low, high=iv.high)
             for n, iv in zip(seen, raw, strict=True)]
+
+
+def _direct_look(y: np.ndarray, x: np.ndarray, column: int, shift: bool,
+                 how: tuple[float, float, float]) -> Interval:
+    """One look fitted from scratch on its rows (the reference ``running_path`` stands for)."""
+    alpha, phi, clip = how
+    ys, _ = winsorize(y, clip)
+    fit = anytime_ols(ys, _drop_empty(x), alpha, phi) if len(y) else None
+    if fit is None or column >= len(fit.coefficients):
+        first = float(np.mean(y)) if len(y) and shift else math.nan
+        return Interval(first, -math.inf, math.inf)
+    return fit.coefficients[column if shift else len(fit.coefficients) - 1]
 
 
 def _drop_empty(x: np.ndarray) -> np.ndarray:
@@ -185,7 +201,7 @@ def stratum(design: Design, min_items: int) -> Design:
     """The pairs of requests with at least ``min_items`` items, with the looks re-counted."""
     chosen = [i for i, it in enumerate(design.items) if it is not None and it >= min_items]
     pick = set(chosen)
-    looks = sorted({sum(1 for i in chosen if i < n) for n in design.looks} - {0})
+    looks = counts_before(chosen, design.looks)
     return Design([design.diffs[i] for i in chosen], [design.levels[i] for i in chosen],
                   [design.items[i] for i in chosen], [design.times[i] for i in chosen],
                   looks if pick else [])

@@ -69,7 +69,8 @@ def signed_rank_critical(n: int, confidence: float) -> int:
 
 def _count_walsh_le(sorted_d: Array, t: float) -> int:
     """How many Walsh averages (d_i + d_j)/2, i <= j, are <= t."""
-    hi = np.searchsorted(sorted_d, 2.0 * t - sorted_d, side="right")
+    # the same bounds, searched in ascending order (numpy narrows each search from the last)
+    hi = np.searchsorted(sorted_d, (2.0 * t - sorted_d)[::-1], side="right")[::-1]
     idx = np.arange(sorted_d.size)
     return int(np.clip(hi - idx, 0, None).sum())
 

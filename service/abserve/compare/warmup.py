@@ -16,6 +16,7 @@ may cut more (``sequential.warmup: auto``). Pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -70,14 +71,39 @@ def mser_cut(series: Sequence[float], max_fraction: float = 0.5, batch: int = BA
         return 0
     means = np.asarray(series[: m * batch], dtype=float).reshape(m, batch).mean(axis=1)
     limit = max(1, int(m * max_fraction))
-    scores = [float(np.var(means[d:])) / (m - d) for d in range(limit)]
-    d = int(np.argmin(scores))
+    d = _mser_argmin(means, limit)
     if d == 0:
         return 0
     rest = means[d:]
     spread = float(np.std(rest, ddof=1)) if len(rest) > 1 else 0.0
     gap = float(np.mean(means[:d])) - float(np.mean(rest))
     return d * batch if gap > z * spread / np.sqrt(d) + 1e-12 else 0
+
+
+def _mser_argmin(means: np.ndarray, limit: int) -> int:
+    """``argmin([np.var(means[d:]) / (m - d) for d in range(limit)])`` in O(m), not O(m * limit).
+
+    The scores come from running sums of the suffixes (centred on the median, so the variance
+    loses little to cancellation); the few ``d`` within rounding of the least are then scored
+    exactly as above, first to last, so the same ``d`` is chosen, ties included.
+    """
+    m = len(means)
+    centred = means - float(np.median(means))
+    sizes = np.arange(m, 0, -1, dtype=float)[:limit]  # m - d
+    sums = np.cumsum(centred[::-1])[::-1][:limit]
+    squares = np.cumsum((centred * centred)[::-1])[::-1][:limit]
+    fast = (squares / sizes - (sums / sizes) ** 2) / sizes
+    if not np.all(np.isfinite(fast)):  # a NaN or inf: score every suffix as numpy does
+        return int(np.argmin([float(np.var(means[d:])) / (m - d) for d in range(limit)]))
+    slack = 1e-6 * abs(float(fast.min())) + 1e-9 * float(np.max(squares / sizes / sizes))
+    best, best_score = 0, math.inf
+    for d in np.flatnonzero(fast <= float(fast.min()) + slack):
+        score = float(np.var(means[d:])) / (m - d)
+        if score < best_score:
+            best, best_score = int(d), score
+        if score == 0.0:
+            break
+    return best
 
 
 def transient_cut(exchanges: Sequence[Exchange], lat: Latencies, arms: Sequence[str],
