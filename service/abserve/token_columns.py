@@ -7,7 +7,9 @@ ids and logprobs, string-table indices of the tokens' texts) packed as little-en
 and the whole exchange (all arms and one string table shared by them) is one
 zlib-compressed blob. The arrays are byte-shuffled before compression (the n-th byte of
 every value together: like-valued floats then compress), and arms that agree compress to
-almost nothing more than one arm.
+almost nothing more than one arm. The blob is written by ``abserve.token_pack``
+(``pack_tokens`` from an arm's token data as lists, the router's form; ``pack_arms`` from
+validated outcomes) and read here.
 
 Exactness: floats are stored as float64 bytes, so ``-inf``, NaN and ``-0.0`` come back bit
 for bit; ints as int32 or int64 (an arm with an int outside int64 is not packed: its token

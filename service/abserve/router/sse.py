@@ -1,16 +1,16 @@
 """Reading an arm's answer: what each chunk adds to the arm's record.
 
-The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one SSE
-splitter, shared with the load generator). ``Transcript`` accumulates one arm's output from
-parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
-top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request
-id, plus the arrival time of every token. The logprobs are kept as parallel lists (chosen
-tokens and logprobs, top-k counts, candidates' tokens and logprobs) as they arrive, and
-stay lists in the record (``record``: ``abserve.token_lists.PositionLists``, the form the
-store packs): no per-position model is built on the router's path; ``fill`` builds them
-for a caller that wants the models. A chunk
-whose fields have types vLLM never sends (text that is not a string, token ids that are not
-integers, logprobs of another layout) raises ``BadChunk`` before anything of it is kept.
+The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one
+SSE splitter, shared with the load generator). ``Transcript`` accumulates one arm's output
+from parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
+top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request id,
+plus the arrival time of every token. The logprobs are kept as parallel lists (chosen tokens
+and logprobs, top-k counts, candidates' tokens and logprobs) as they arrive, and stay lists
+in the record (``record``: ``abserve.token_lists.PositionLists``, the form the store packs):
+no per-position model is built on the router's path; ``fill`` builds them for a caller that
+wants the models. A chunk whose fields have types vLLM never sends (text that is not a
+string, token ids that are not integers, logprobs of another layout) raises ``BadChunk``
+before anything of it is kept.
 
 ``Transcript.add_event`` is the fast path for what vLLM streams: one msgspec decode of the
 event into typed structs (types checked in C) instead of ``orjson.loads`` and the checks
