@@ -24,15 +24,15 @@ request), and its own CPU per request is reported. Paths:
   extra for Linux x86-64 only);
 - ``router N workers`` (``--workers N``): ``abserve router --workers N`` with the same two
   arms, recording into a throwaway PostgreSQL server (several workers need it);
-- ``baseline`` (``--baseline REV``): the router as it was at git revision ``REV``
-  (exported to a temporary directory), two arms, for before/after in one run.
+- ``baseline`` (``--baseline REV [REV ...]``): the router as it was at each git revision
+  ``REV`` (exported to a temporary directory), two arms, for before/after in one run.
 
 Levels: 1, 16 and 64 concurrent streams. Reports TTFT (first body bytes) and end-to-end
 (``[DONE]``) p50/p99 per path and their difference from ``direct``, each router's CPU
 time per request (over the whole level, so records written after the answer count),
 and the shadow upstream's CPU per request.
 
-    .venv/bin/python -m benchmarks.router_overhead [--quick] [--baseline REV] [--arms fake]
+    .venv/bin/python -m benchmarks.router_overhead [--quick] [--baseline REV ...] [--arms fake]
         [--levels 1:200,16:480]
 
 Writes the table into ``benchmarks/router_overhead.md`` between the result markers.
@@ -234,7 +234,8 @@ def export(rev: str, dest: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description="router overhead vs direct")
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
-    parser.add_argument("--baseline", metavar="REV", help="also run the router at git REV")
+    parser.add_argument("--baseline", metavar="REV", nargs="+", default=[],
+                        help="also run the router at each git REV")
     parser.add_argument("--arms", choices=["memory", "fake"], default="memory",
                         help="fake arms: memory_arm.py (default) or the tests' fake vLLM")
     parser.add_argument("--levels", help="concurrency:requests,... (default 1:200,16:480,64:512)")
@@ -265,10 +266,10 @@ def main() -> None:
             routers[name] = start_router(tmp, "workers", ups, None, args.workers,
                                          pg.create_database("overhead"))
             TWO_ARMS.add(name)
-        if args.baseline:
-            old = export(args.baseline, tmp)
-            routers = {f"baseline {args.baseline}": start_router(tmp, "base", ups, old),
-                       **routers}
+        for rev in reversed(args.baseline):
+            (tmp / rev).mkdir()
+            old = export(rev, tmp / rev)
+            routers = {f"baseline {rev}": start_router(tmp, f"base-{rev}", ups, old), **routers}
         procs += [proc for proc, _ in routers.values()]
         try:
             for port in ups.values():

@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from tests.support.fake_upstream import free_port
@@ -25,15 +25,19 @@ from abserve.router.admission import SharedCounts
 from abserve.router.http_limits import limited_protocol
 from abserve.router.recording import ExchangeSink
 
+if TYPE_CHECKING:  # not at run time: the router's benchmarks import this with older revisions
+    from abserve.token_lists import RoutedExchange
+
 
 class ListSink:
-    """Records in memory, thread-safe enough for tests (append is atomic)."""
+    """Records in memory, thread-safe enough for tests (append is atomic), each as the whole
+    ``Exchange`` (the router's record with its logprob models built: ``RoutedExchange.full``)."""
 
     def __init__(self) -> None:
         self.exchanges: list[Exchange] = []
 
-    def put(self, exchange: Exchange) -> None:
-        self.exchanges.append(exchange)
+    def put(self, record: RoutedExchange) -> None:
+        self.exchanges.append(record.full())
 
     def wait_for(self, n: int, timeout_s: float = 5.0) -> list[Exchange]:
         """Block until at least ``n`` records arrived; fail the test otherwise."""

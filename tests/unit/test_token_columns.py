@@ -1,6 +1,7 @@
 """The packed token columns (``abserve.token_columns``): what is packed is what comes back,
-bit for bit (``-inf``, NaN, ``-0.0``, ``None`` ids, lone surrogates, ints beyond int64), and
-the compare key is equal exactly when the compared token data is."""
+bit for bit (``-inf``, NaN, ``-0.0``, ``None`` ids, lone surrogates, ints beyond int64), the
+compare key is equal exactly when the compared token data is, and the packer writes the
+very bytes the format was defined with (``tests/support/v2_packer.py``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import from_json
+from tests.support import v2_packer
 from tests.support.records_factory import arm, full_outcome, position
 
 from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
 from abserve.store.rows import dumps_json
-from abserve.token_columns import columns_of, pack_arms, unpack
+from abserve.token_columns import columns_of, unpack
+from abserve.token_pack import pack_arms
 
 
 def exact(value: Any) -> Any:
@@ -74,6 +77,22 @@ def test_any_outcomes_come_back_bit_for_bit(a: ArmOutcome, b: ArmOutcome, same: 
         assert view["a"].compare_key == view["b"].compare_key
 
 
+@settings(max_examples=150, deadline=None)
+@given(a=outcomes("a"), b=outcomes("b"), c=outcomes("c"), same=st.booleans(), level=st.sampled_from([1, 3]))
+def test_the_packer_writes_the_reference_bytes(a: ArmOutcome, b: ArmOutcome, c: ArmOutcome,
+                                               same: bool, level: int) -> None:
+    arms = {"a": a, "b": a.model_copy(update={"arm": "b"}) if same else b, "c": c}
+    assert pack_arms(arms, level) == v2_packer.pack_arms(arms, level)
+
+
+@settings(max_examples=80, deadline=None)
+@given(names=st.lists(texts | st.sampled_from(['a"b', "a\\b", "\x7f", "é", "\n", "b-1.x"]),
+                      min_size=1, max_size=3, unique=True), a=outcomes("a"))
+def test_any_arm_names_pack_to_the_reference_bytes(names: list[str], a: ArmOutcome) -> None:
+    arms = {name: a.model_copy(update={"arm": name}) for name in names}
+    assert pack_arms(arms) == v2_packer.pack_arms(arms)
+
+
 def test_the_store_sample_and_missing_fields_round_trip() -> None:
     sample = {"a": full_outcome("a", 3), "b": ArmOutcome(arm="b"), "c": arm("c", [], logprobs=[])}
     sample["d"] = sample["a"].model_copy(update={"arm": "d", "prompt_logprobs": [], "token_ids": [2**63]})
@@ -81,6 +100,7 @@ def test_the_store_sample_and_missing_fields_round_trip() -> None:
     assert got == sample
     assert got["a"].logprobs[0].logprob == -math.inf
     view = columns_of(sample)  # d holds an id beyond int64: left in its JSON, as v1 stored it
+    assert pack_arms(sample) == v2_packer.pack_arms(sample)
     assert [view[k].packed for k in "abcd"] == [True, True, True, False]
 
 

@@ -2,14 +2,16 @@
 
 ``FanOut.start`` creates one task per arm in a single loop pass, all sending the same
 encoded bytes. Each ``ArmCall`` reads its own upstream as fast as the upstream sends,
-timestamps every network read with the same clock at the same point of the same code,
-and folds the chunks into a ``Transcript``. Only the primary's call feeds a ``Relay``
-(its response head, then chunks into an unbounded queue), so no arm ever waits on the
-client, and nothing a non-primary arm does reaches the client. Of an arm's first read only
-the first event is folded before the loop turns (every arm alike): when that read holds a
-burst (a short answer, a fast arm), the client has its first event before the rest is
-folded. The client gets whole events only, each as ``data:`` lines (vLLM's own framing,
-so its bytes when nothing is stripped): an event split across reads goes out once whole.
+timestamps every network read with the same clock at the same point of the same code, and
+folds the chunks into a ``Transcript``; its record is the arm's ``ArmOutcome`` and, apart,
+the output logprobs as lists (``logprobs``: no per-position models on this path). Only the
+primary's call feeds a ``Relay`` (its response head, then chunks into an unbounded queue),
+so no arm ever waits on the client, and nothing a non-primary arm does reaches the client.
+Of an arm's first read only the first event is folded before the loop turns (every arm
+alike): when that read holds a burst (a short answer, a fast arm), the client has its first
+event before the rest is folded. The client gets whole events only, each as ``data:`` lines
+(vLLM's own framing, so its bytes when nothing is stripped): an event split across reads
+goes out once whole.
 
 An arm's answer counts as a success only when it is what vLLM sends for one: a 2xx JSON
 object (or SSE stream of them, ended by ``[DONE]``) with well-formed choices. vLLM reports an
@@ -43,6 +45,7 @@ from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, Transcript
 from abserve.router.upstream import ArmClient, Response, error_class
+from abserve.token_lists import PositionLists
 
 MAX_ERROR_BODY = 64 * 1024
 _GATEWAY_STATUS: dict[str, int] = {"timeout_first_token": 504, "timeout_idle": 504,
@@ -100,7 +103,8 @@ class ArmCall:
                  payload: Body, stream: bool, t0: float, relay: Relay | None = None) -> None:
         self.client, self.deadlines, self.path = client, deadlines, path
         self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
-        self.outcome = ArmOutcome(arm=name)
+        self.outcome = ArmOutcome(arm=name)  # all but its output logprobs: ``logprobs``
+        self.logprobs = PositionLists()
         self.transcript = Transcript()
         self._phase: ErrorClass = "timeout_first_token"
         self._error_event: str | None = None  # set when the stream carried an error event
@@ -140,9 +144,9 @@ class ArmCall:
 
     def _fill(self) -> None:
         try:
-            self.transcript.fill(self.outcome)
+            self.logprobs = self.transcript.record(self.outcome)
         except Exception as exc:  # values no vLLM sends (logprob strings...): keep none
-            Transcript().fill(self.outcome)
+            self.logprobs = Transcript().record(self.outcome)
             self._failed("bad_response", type(exc).__name__)
 
     def _failed(self, error_class: ErrorClass, detail: str) -> None:
@@ -347,6 +351,10 @@ class FanOut:
             task.cancel()
 
     async def wait(self) -> dict[str, ArmOutcome]:
-        """Wait for every arm; return their outcomes."""
+        """Wait for every arm; return their outcomes (their output logprobs: ``logprobs``)."""
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         return {name: call.outcome for name, call in self.calls.items()}
+
+    def logprobs(self) -> dict[str, PositionLists]:
+        """Every arm's output logprobs, as lists (complete once ``wait`` returned)."""
+        return {name: call.logprobs for name, call in self.calls.items()}

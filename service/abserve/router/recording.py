@@ -3,9 +3,12 @@
 ``Recorder.finish`` runs as its own task per exchange, after the client's answer is on
 its way: it waits for every arm (the slowest shadow included), on a sample of exchanges
 asks every arm for the prompt logprobs (``prompt_sample``), builds the record,
-updates the metrics and gives the record to a sink. The sink is the store's
+updates the metrics and gives the record to a sink. The record is a ``RoutedExchange``:
+the ``Exchange`` less the arms' output logprobs, which stay the lists the arms' transcripts
+made (``abserve.token_lists``), packed as they are into the store's row; their per-position
+models are built only by a sink that asks (``RoutedExchange.full``). The sink is the store's
 ``BatchWriter`` (batched writes on its own thread, off the request path); tests of one
-piece may pass any object with ``put(exchange)``. The request's identity (XXH3-128 of its
+piece may pass any object with ``put(record)``. The request's identity (XXH3-128 of its
 images, BLAKE3 of the canonical body) is computed on the loop: handing it to a thread cost
 more CPU than hashing did even with BLAKE3 (router CPU per 1 MB two-arm request 4.90 ->
 4.50 ms, interleaved A/B: the handoff and the GIL passing between threads). The recorder
@@ -26,6 +29,7 @@ from abserve.router.fanout import FanOut
 from abserve.router.metrics import RouterMetrics
 from abserve.router.prompt_sample import probe, sampled
 from abserve.router.validation import CheckedRequest, identify
+from abserve.token_lists import RoutedExchange
 
 log = logging.getLogger("abserve.router")
 
@@ -33,7 +37,7 @@ log = logging.getLogger("abserve.router")
 class ExchangeSink(Protocol):
     """Where finished records go (``abserve.store.BatchWriter`` in production)."""
 
-    def put(self, exchange: Exchange) -> None: ...
+    def put(self, record: RoutedExchange) -> None: ...
 
 
 class Recorder:
@@ -70,7 +74,7 @@ class Recorder:
                 tags=tags, started_at=started_at, arms=arms,
             )
             self.metrics.observe(exchange, self.primary)
-            self.sink.put(exchange)
+            self.sink.put(RoutedExchange(exchange, fan.logprobs()))
             log.info("exchange %s recorded: %s", request_id, _summary(exchange))
         except Exception:
             log.exception("exchange %s could not be recorded", request_id)

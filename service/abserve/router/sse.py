@@ -1,13 +1,16 @@
 """Reading an arm's answer: what each chunk adds to the arm's record.
 
-The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one SSE
-splitter, shared with the load generator). ``Transcript`` accumulates one arm's output from
-parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
-top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request
-id, plus the arrival time of every token. It keeps raw dicts while the stream runs and
-builds the record models once, at the end (``fill``), to keep the hot path short. A chunk
-whose fields have types vLLM never sends (text that is not a string, token ids that are not
-integers, logprobs of another layout) raises ``BadChunk`` before anything of it is kept.
+The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one
+SSE splitter, shared with the load generator). ``Transcript`` accumulates one arm's output
+from parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
+top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request id,
+plus the arrival time of every token. The logprobs are kept as parallel lists (chosen tokens
+and logprobs, top-k counts, candidates' tokens and logprobs) as they arrive, and stay lists
+in the record (``record``: ``abserve.token_lists.PositionLists``, the form the store packs):
+no per-position model is built on the router's path; ``fill`` builds them for a caller that
+wants the models. A chunk whose fields have types vLLM never sends (text that is not a
+string, token ids that are not integers, logprobs of another layout) raises ``BadChunk``
+before anything of it is kept.
 
 ``Transcript.add_event`` is the fast path for what vLLM streams: one msgspec decode of the
 event into typed structs (types checked in C) instead of ``orjson.loads`` and the checks
@@ -24,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from pydantic import TypeAdapter
 
-from abserve.records import ArmOutcome, PositionLogprobs
+from abserve.records import ArmOutcome
+from abserve.token_lists import PositionLists
 
 DONE = b"[DONE]"
-_POSITIONS = TypeAdapter(list[PositionLogprobs])
+NEG_INF = float("-inf")  # the logprob of vLLM's null (a token of probability 0)
 
 
 class _Top(msgspec.Struct):
@@ -104,7 +107,12 @@ class Transcript:
     text: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
-    logprobs: list[tuple[str, float | None, Any]] = field(default_factory=list)
+    # the logprob positions as parallel lists (PositionLists' layout; None: vLLM's null)
+    lp_tokens: list[str] = field(default_factory=list)
+    lp_values: list[float | None] = field(default_factory=list)
+    lp_counts: list[int] = field(default_factory=list)
+    top_tokens: list[str] = field(default_factory=list)
+    top_values: list[float | None] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     t_first_token: float | None = None
@@ -151,9 +159,7 @@ class Transcript:
             self.text.append(piece)
         self.token_ids.extend(ids)
         if choice.logprobs is not None:
-            self.logprobs.extend((p.token, p.logprob, [(c.token, c.logprob)
-                                                         for c in p.top_logprobs or ()])
-                                 for p in choice.logprobs.content)
+            self._add_typed_positions(choice.logprobs.content)
         count = len(ids) or (1 if piece else 0)
         if count:
             if self.t_first_token is None:
@@ -161,6 +167,28 @@ class Transcript:
             self.token_times.extend([t] * count)
         if choice.finish_reason is not None:
             self.finish_reason = choice.finish_reason
+
+    def _add_typed_positions(self, content: list[_Position]) -> None:
+        tokens, values, counts = self.lp_tokens, self.lp_values, self.lp_counts
+        top_tokens, top_values = self.top_tokens, self.top_values
+        for p in content:
+            tokens.append(p.token)
+            values.append(p.logprob)
+            top = p.top_logprobs or ()
+            counts.append(len(top))
+            for c in top:
+                top_tokens.append(c.token)
+                top_values.append(c.logprob)
+
+    def _add_positions(self, positions: list[tuple[str, Any, list[tuple[str, Any]]]]) -> None:
+        """Positions read (and checked) the checked way: numbers as floats, as the typed
+        path reads them."""
+        for tok, val, top in positions:
+            self.lp_tokens.append(tok)
+            self.lp_values.append(None if val is None else float(val))
+            self.lp_counts.append(len(top))
+            self.top_tokens += [t for t, _ in top]
+            self.top_values += [None if v is None else float(v) for _, v in top]
 
     def _add_choice(self, choice: dict[str, Any], t: float, streamed: bool) -> None:
         delta = choice.get("delta") or choice.get("message") or {}
@@ -175,7 +203,7 @@ class Transcript:
         if piece:
             self.text.append(piece)
         self.token_ids.extend(ids)
-        self.logprobs.extend(positions)
+        self._add_positions(positions)
         count = len(ids) or (1 if piece else 0)
         if count and streamed:
             if self.t_first_token is None:
@@ -185,11 +213,11 @@ class Transcript:
             self.finish_reason = finish
 
     @staticmethod
-    def _logprobs(lp: Any) -> list[tuple[str, Any, Any]]:
+    def _logprobs(lp: Any) -> list[tuple[str, Any, list[tuple[str, Any]]]]:
         """The positions of a choice's logprobs (chat or completions layout)."""
         if not isinstance(lp, dict):
             return []
-        out: list[tuple[str, Any, Any]] = []
+        out: list[tuple[str, Any, list[tuple[str, Any]]]] = []
         if isinstance(lp.get("content"), list):  # chat layout
             for pos in lp["content"]:
                 if not isinstance(pos, dict) or not isinstance(pos.get("token"), str) or not (
@@ -209,8 +237,9 @@ class Transcript:
                 out.append((tok, val, top))
         return out
 
-    def fill(self, outcome: ArmOutcome) -> None:
-        """Write the transcript into ``outcome`` (building the record models once)."""
+    def record(self, outcome: ArmOutcome) -> PositionLists:
+        """Write the transcript into ``outcome``, all but its output logprobs, which are
+        returned as lists (``outcome.logprobs`` stays as it was: empty)."""
         outcome.vllm_request_id = self.vllm_request_id
         outcome.text = "".join(self.text)
         outcome.token_ids = self.token_ids
@@ -218,13 +247,18 @@ class Transcript:
         outcome.t_first_token = self.t_first_token
         outcome.finish_reason = self.finish_reason
         outcome.usage = self.usage
-        ids = self.token_ids if len(self.token_ids) == len(self.logprobs) else None
-        outcome.logprobs = _POSITIONS.validate_python([  # one validator call: ~2x faster
-            {"token": tok, "logprob": _num(val), "token_id": ids[i] if ids else None,
-             "top": [{"token": t, "logprob": _num(v)} for t, v in top]}
-            for i, (tok, val, top) in enumerate(self.logprobs)
-        ])
+        ids = self.token_ids if len(self.token_ids) == len(self.lp_tokens) else None
+        return PositionLists(tokens=self.lp_tokens, logprobs=_floats(self.lp_values),
+                             token_ids=ids or None, counts=self.lp_counts,
+                             top_tokens=self.top_tokens, top_logprobs=_floats(self.top_values))
+
+    def fill(self, outcome: ArmOutcome) -> None:
+        """Write the whole transcript into ``outcome``, the logprobs as models."""
+        outcome.logprobs = self.record(outcome).models()
 
 
-def _num(value: Any) -> float:
-    return float(value) if value is not None else float("-inf")
+def _floats(values: list[float | None]) -> list[float]:
+    """``values`` with vLLM's ``null`` logprob as ``-inf``."""
+    if None not in values:
+        return values  # type: ignore[return-value]  # no None: a list[float]
+    return [NEG_INF if v is None else v for v in values]

@@ -1,7 +1,7 @@
 """Batched, off-the-request-path writes of one run's exchanges.
 
 The router calls ``BatchWriter.put`` once per finished exchange: the record is made a row
-there, in the caller's thread (``rows.exchange_row``: the writer thread then holds the GIL
+there, in the caller's thread (``rows.record_row``: the writer thread then holds the GIL
 only for the insert, not for serialising a whole batch while the event loop waits), and
 appended to a thread-safe queue without blocking, safe from asyncio code. A background thread wakes every
 ``flush_interval_s`` and, in ONE transaction, inserts everything queued and refreshes the
@@ -29,8 +29,9 @@ import time
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from abserve.records import Exchange
-from abserve.store.rows import Row, exchange_row
+from abserve.store.rows import Row, record_row
 from abserve.store.store import Store
+from abserve.token_lists import RoutedExchange
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class BatchWriter:
         self._thread = threading.Thread(target=self._run, name=f"abserve-writer-{self.run_id}", daemon=True)
         self._thread.start()
 
-    def put(self, exchange: Exchange) -> None:
+    def put(self, exchange: Exchange | RoutedExchange) -> None:
         """Queue one exchange for the next flush; never blocks."""
         if self._closed:
             raise RuntimeError("BatchWriter is closed")
@@ -84,7 +85,7 @@ class BatchWriter:
                 f"exchange of run {exchange.run_id!r} given to the writer of run {self.run_id!r}"
             )
         try:
-            self._queue.put_nowait(exchange_row(exchange))
+            self._queue.put_nowait(record_row(exchange))
         except queue.Full:
             with self._lock:
                 self.dropped += 1
