@@ -30,10 +30,13 @@ COMPOSE_FAULTS ?= 0
 test: setup
 	COMPOSE_FAULTS=$(COMPOSE_FAULTS) bash scripts/test.sh $(PYTEST_ARGS)
 
-# The edit-run loop: every unit test that needs no vLLM, database, browser or container
-# (about 2 minutes here). `make test` (CI) runs everything.
+# The edit-run loop: every unit test that needs no server, vLLM, database, browser or
+# container (about 2.5 minutes here); short child processes (marker process) stay in.
+# tests/support/heavy_marks.py fails a test that starts a process or a server unmarked.
+# `make test` (CI) runs everything.
+FAST := not server and not vllm and not postgres and not browser and not compose
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m "not vllm and not postgres and not browser and not compose" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m "$(FAST)" $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check service loadtest tests benchmarks scripts

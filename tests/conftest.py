@@ -1,6 +1,8 @@
 """Fixtures every test folder may use: the throwaway PostgreSQL server (``pg_server``).
 
-A session-scoped server is started only by the first test that asks for it.
+A session-scoped server is started only by the first test that asks for it. The plugin
+``tests.support.heavy_marks`` fails any test that starts a process or a server without the
+marker saying so (``make test-fast`` selects by marker).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 from tests.support.postgres import PgServer, PostgresUnavailable, throwaway_postgres
+
+pytest_plugins = ("tests.support.heavy_marks", "pytester")
 
 
 @pytest.fixture(scope="session")

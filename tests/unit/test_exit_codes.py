@@ -118,6 +118,7 @@ def test_debug_prints_the_traceback_and_still_exits_5(
     assert "boom in the tiny model" in out
 
 
+@pytest.mark.process
 def test_the_console_entry_keeps_the_contract() -> None:
     """``python -m abserve`` (what the console script runs): the codes reach the shell."""
     usage = subprocess.run([sys.executable, "-m", "abserve", "report", "--no-such-option"], cwd=REPO,

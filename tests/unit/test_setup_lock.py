@@ -178,6 +178,7 @@ def _check_torch(env: dict[str, str]) -> tuple[int, float, list[str]]:
     return proc.returncode, elapsed, lines
 
 
+@pytest.mark.process
 def test_setup_stops_within_a_minute_with_one_line_when_cpu_torch_is_unreachable(tmp_path: Path) -> None:
     empty_index = tmp_path / "simple"
     empty_index.mkdir()
@@ -197,6 +198,7 @@ def test_setup_stops_within_a_minute_with_one_line_when_cpu_torch_is_unreachable
     assert "PyTorch CPU wheel index" in lines[0], lines[0]
 
 
+@pytest.mark.process
 def test_setup_check_passes_where_pip_reaches_cpu_torch() -> None:
     # The user's own pip settings, as setup sees them: here PIP_FIND_LINKS=/opt/wheels (CI
     # machines are like this one); on a user's machine the PyTorch CPU wheel index.
@@ -209,5 +211,6 @@ def test_setup_check_passes_where_pip_reaches_cpu_torch() -> None:
 
 
 @pytest.mark.parametrize("script", [SETUP, LOCK_SCRIPT])
+@pytest.mark.process
 def test_scripts_parse(script: Path) -> None:
     subprocess.run(["bash", "-n", str(script)], check=True)

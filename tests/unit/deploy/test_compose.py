@@ -116,6 +116,7 @@ def test_the_schema_check_catches_an_invalid_compose_file() -> None:
 
 
 @pytest.mark.parametrize("config", [p.name for p in GPU_CONFIGS])
+@pytest.mark.process
 def test_each_arm_runs_the_lookup_its_config_names(config: str) -> None:
     experiment = load_experiment(ROOT / "configs" / config)
     services = resolved(config)["services"]
@@ -152,6 +153,7 @@ def test_arms_get_the_configs_server_args_and_determinism_settings(config: str) 
         assert "--allowed-media-domains" in command
 
 
+@pytest.mark.process
 def test_the_env_example_is_the_default_configs_environment() -> None:
     written = dict(_env_lines(ENV_EXAMPLE.read_text()))
     config = ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"
@@ -238,6 +240,7 @@ def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
     assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
 
 
+@pytest.mark.process
 def test_the_router_refuses_to_start_without_an_api_key() -> None:
     result = run_compose("config", "--quiet", env_files=[ENV_EXAMPLE], api_key=None)
     assert result.returncode != 0

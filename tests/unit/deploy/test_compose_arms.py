@@ -146,6 +146,7 @@ def test_what_compose_cannot_run_per_arm_is_refused(edit: dict[str, Any], messag
 # ---- docker-compose.yml resolved by real Compose -------------------------------------------
 
 
+@pytest.mark.process
 def test_compose_runs_arm_b_from_its_own_image_with_its_args_and_lookup(tmp_path: Path) -> None:
     env = derived(two_images())
     services = resolve(env, tmp_path)
@@ -165,6 +166,7 @@ def test_compose_runs_arm_b_from_its_own_image_with_its_args_and_lookup(tmp_path
     assert services["report"]["environment"]["ABSERVE_ARM_LOOKUPS"] == "a=bisect b=hybrid a2=bisect"
 
 
+@pytest.mark.process
 def test_without_per_arm_values_compose_runs_todays_stack(tmp_path: Path) -> None:
     services = resolve({}, tmp_path)  # .env.example alone: the 3B config's environment
     assert [services[s]["build"]["args"]["VLLM_IMAGE"] for s in ("vllm-a", "vllm-b")] == [
@@ -176,6 +178,7 @@ def test_without_per_arm_values_compose_runs_todays_stack(tmp_path: Path) -> Non
     assert services["report"]["environment"]["ABSERVE_ARM_LOOKUPS"] == "a=linear b=bisect a2=linear"
 
 
+@pytest.mark.process
 def test_the_cpu_override_keeps_the_cpu_image_and_the_arms_own_args_and_lookup(tmp_path: Path) -> None:
     services = resolve(derived(two_images()), tmp_path, cpu=True)
     for name, service in services.items():
@@ -213,6 +216,7 @@ def run_report(tmp_path: Path, **env: str) -> tuple[int, str, list[str]]:
     return result.returncode, result.stderr, expects
 
 
+@pytest.mark.process
 def test_the_report_expects_the_lookups_compose_passes(tmp_path: Path) -> None:
     rc, err, expects = run_report(tmp_path, ABSERVE_ARMS="a b a2",
                                   ABSERVE_ARM_LOOKUPS="a=bisect b=hybrid a2=bisect")
@@ -220,6 +224,7 @@ def test_the_report_expects_the_lookups_compose_passes(tmp_path: Path) -> None:
     assert expects == ["a=bisect", "b=hybrid", "a2=bisect"]
 
 
+@pytest.mark.process
 def test_without_arm_lookups_the_report_expects_the_compose_defaults(tmp_path: Path) -> None:
     rc, err, expects = run_report(tmp_path, ABSERVE_ARMS="a b a2")
     assert rc == 2, err
@@ -230,6 +235,7 @@ def test_without_arm_lookups_the_report_expects_the_compose_defaults(tmp_path: P
     ("lookups", "message"),
     [("a=linear", "arm 'b' of ABSERVE_ARMS has no lookup"), ("a=linear b=fast", "unknown lookup 'fast'")],
 )
+@pytest.mark.process
 def test_an_arm_without_a_known_lookup_is_an_error_not_a_verdict(
     tmp_path: Path, lookups: str, message: str
 ) -> None:
@@ -256,6 +262,7 @@ elif args[0] == "inspect":
 """
 
 
+@pytest.mark.process
 def test_signoff_builds_each_arms_image_after_deriving_the_environment(tmp_path: Path) -> None:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)

@@ -53,6 +53,7 @@ def test_model_fetch_waits_for_the_cache_folder_made_by_a_root_one_shot_without_
     assert init.get("restart", "no") == "no"
 
 
+@pytest.mark.process
 def test_the_cpu_override_runs_hf_cache_init_on_the_host_runtime(tmp_path: Path) -> None:
     services = resolve(derived(release_raw()), tmp_path, cpu=True)
     init = services["hf-cache-init"]
@@ -83,6 +84,7 @@ def run_init(tmp_path: Path, cache: Path) -> tuple[int, str, list[list[str]]]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the folder Docker makes is root's: needs root")
+@pytest.mark.process
 def test_a_cache_folder_docker_made_for_root_is_handed_to_the_host_user(tmp_path: Path) -> None:
     for cache in (tmp_path / "made-by-docker", tmp_path / "missing"):
         if cache.name == "made-by-docker":
@@ -99,6 +101,7 @@ def _fresh(tmp_path: Path, cache: Path) -> tuple[int, str, list[list[str]]]:
     return run_init(work, cache)
 
 
+@pytest.mark.process
 def test_a_cache_with_contents_or_an_owner_is_left_as_it_is(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     (cache / "hub").mkdir(parents=True)
@@ -134,6 +137,7 @@ def with_shell_env(extra: dict[str, str]) -> dict[str, Any]:
     return dict(json.loads(result.stdout)["services"])
 
 
+@pytest.mark.process
 def test_every_service_that_builds_an_image_gets_the_ca_certificates() -> None:
     services = with_shell_env({"ABSERVE_EXTRA_CA_CERTS": PEM})
     builders = {name: s["build"] for name, s in services.items() if "build" in s}

@@ -69,6 +69,7 @@ def run_teardown(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProces
     return result, calls(log)
 
 
+@pytest.mark.process
 def test_teardown_removes_only_what_carries_the_checks_project_or_label(tmp_path: Path) -> None:
     result, made = run_teardown(tmp_path)
     assert result.returncode == 0, result.stderr
@@ -94,6 +95,7 @@ def test_teardown_removes_only_what_carries_the_checks_project_or_label(tmp_path
     assert not [c for c in made if c[0] == "compose-engine.sh"]
 
 
+@pytest.mark.process
 def test_teardown_keeps_the_labelled_images_when_told(tmp_path: Path) -> None:
     result, made = run_teardown(tmp_path, ABSERVE_COMPOSE_KEEP_IMAGES="1")
     assert result.returncode == 0, result.stderr
@@ -120,6 +122,7 @@ def run_engine_start(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedPr
     return result, calls(log)
 
 
+@pytest.mark.process
 def test_an_engine_the_script_did_not_start_is_refused_with_one_line(tmp_path: Path) -> None:
     result, made = run_engine_start(tmp_path)
     assert result.returncode == 4
@@ -129,6 +132,7 @@ def test_an_engine_the_script_did_not_start_is_refused_with_one_line(tmp_path: P
     assert not [c for c in made if c[0] in {"dockerd", "apt-get"}]
 
 
+@pytest.mark.process
 def test_an_engine_the_script_did_not_start_is_used_when_told(tmp_path: Path) -> None:
     result, made = run_engine_start(tmp_path, ABSERVE_COMPOSE_USE_ENGINE="1")
     assert result.returncode == 0, result.stderr
@@ -136,6 +140,7 @@ def test_an_engine_the_script_did_not_start_is_used_when_told(tmp_path: Path) ->
     assert not [c for c in made if c[0] in {"dockerd", "apt-get"}]
 
 
+@pytest.mark.process
 def test_the_engine_the_script_started_is_used_without_being_told(tmp_path: Path) -> None:
     (tmp_path / "engine").mkdir()
     (tmp_path / "engine" / "dockerd.pid").write_text(f"{os.getpid()}\n")  # a live pid: "ours"
@@ -146,6 +151,7 @@ def test_the_engine_the_script_started_is_used_without_being_told(tmp_path: Path
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_the_check_refuses_a_foreign_engine_before_touching_anything(tmp_path: Path) -> None:
     repo = tree(tmp_path)
     log = tmp_path / "calls.jsonl"

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from tests.unit.deploy.test_compose import ARM_SERVICES, resolved
 from tests.unit.deploy.test_compose_scripts import calls, fake
@@ -43,6 +44,7 @@ sys.exit(2 if i >= 0 and a[i + 3] == "report" else 0)
 """
 
 
+@pytest.mark.process
 def test_rotation_combines_and_reports_as_the_host_user(tmp_path: Path) -> None:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)
@@ -70,6 +72,7 @@ def test_rotation_combines_and_reports_as_the_host_user(tmp_path: Path) -> None:
 # ---- 2. run-load.sh: failed requests are data; deadlines; workers that end ------------------
 
 
+@pytest.mark.process
 def test_run_load_neither_stops_on_a_failed_request_nor_waits_forever(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -89,6 +92,7 @@ def test_run_load_neither_stops_on_a_failed_request_nor_waits_forever(tmp_path: 
         assert options["--expect-workers-max-wait"] == "300"
 
 
+@pytest.mark.process
 def test_a_worker_comes_back_for_each_profile_and_ends_with_the_load(tmp_path: Path) -> None:
     done = tmp_path / "exit_code"
     bin_dir = tmp_path / "bin"
@@ -131,6 +135,7 @@ def test_every_arm_starts_at_the_configs_revision(tmp_path: Path) -> None:
 # ---- 4. the arms laid out and proven are the config's --------------------------------------
 
 
+@pytest.mark.process
 def test_without_the_floor_no_a2_is_laid_out_or_expected(tmp_path: Path) -> None:
     raw = yaml.safe_load((ROOT / "configs" / CONFIG_3B).read_text())
     del raw["arms"]["a2"], raw["router"]["arms"]["a2"]
@@ -163,6 +168,7 @@ def run_report(tmp_path: Path, prove_rc: int = 0) -> tuple[int, str, list[list[s
     return result.returncode, result.stderr, calls(log)
 
 
+@pytest.mark.process
 def test_the_report_proves_into_its_own_store(tmp_path: Path) -> None:
     rc, err, made = run_report(tmp_path)
     assert rc == 2, err
@@ -174,6 +180,7 @@ def test_the_report_proves_into_its_own_store(tmp_path: Path) -> None:
             == services["router"]["environment"]["ABSERVE_ROUTER_DATABASE_URL"])
 
 
+@pytest.mark.process
 def test_a_proof_that_cannot_be_recorded_is_an_error_not_a_fail(tmp_path: Path) -> None:
     rc, err, made = run_report(tmp_path, prove_rc=1)
     assert rc == 4

@@ -71,6 +71,7 @@ def resolve(raw: dict[str, Any], tmp_path: Path, stack: str) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
+@pytest.mark.process
 def test_three_arms_on_the_cpu_override_are_three_arm_services(tmp_path: Path) -> None:
     model = resolve(three_arms(), tmp_path, "cpu")
     services = model["services"]
@@ -97,6 +98,7 @@ def test_three_arms_on_the_cpu_override_are_three_arm_services(tmp_path: Path) -
     assert {k for k in mounts["vllm-hybrid"]} == {k for k in mounts["vllm-b"]}
 
 
+@pytest.mark.process
 def test_the_router_and_the_report_see_every_arm(tmp_path: Path) -> None:
     raw = three_arms()
     services = resolve(raw, tmp_path, "cpu")["services"]
@@ -123,6 +125,7 @@ def test_the_router_and_the_report_see_every_arm(tmp_path: Path) -> None:
     assert expects == ["a=linear", "b=bisect", "hybrid=hybrid"]
 
 
+@pytest.mark.process
 def test_an_extra_arm_on_a_gpu_host_gets_its_image_args_gpu_and_start_turn(tmp_path: Path) -> None:
     raw = three_arms(RELEASE, arm="c", lookup="bisect", image="vllm/vllm-openai:v0.34.0",
                      args={"--max-num-seqs": 8})
@@ -193,6 +196,7 @@ def test_main_prints_the_arms_compose_file_from_stdin(tmp_path: Path, capsys: py
     assert set(generated["services"]) == {"vllm-hybrid", "router", "report"}
 
 
+@pytest.mark.process
 def test_prepare_lays_out_every_arm_and_refuses_a_name_that_is_not_one(tmp_path: Path) -> None:
     def prepare(arms: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": os.environ["PATH"], "ABSERVE_RUNS_ROOT": str(tmp_path / "runs"),
@@ -230,6 +234,7 @@ elif args[0] == "inspect":
 """
 
 
+@pytest.mark.process
 def test_signoff_runs_the_stack_with_a_generated_file_per_compose_file(tmp_path: Path) -> None:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)

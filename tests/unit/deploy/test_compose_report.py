@@ -80,6 +80,7 @@ FAMILY = ["python", "-m", "abserve.deploy.compose_report"]
 
 
 @pytest.mark.parametrize(("arms", "judge"), [("a b a2", ["abserve", "report"]), ("a b hybrid", FAMILY)])
+@pytest.mark.process
 def test_run_report_uses_the_family_judgment_only_for_extra_arms(tmp_path: Path, arms: str,
                                                                  judge: list[str]) -> None:
     bin_dir = tmp_path / "bin"

@@ -156,6 +156,7 @@ def parse_with_locust(argvs: list[list[str]]) -> list[dict[str, Any]]:
     return list(json.loads(result.stdout.splitlines()[-1]))
 
 
+@pytest.mark.process
 def test_run_load_runs_every_profile_with_options_the_locustfile_accepts(tmp_path: Path) -> None:
     plan = compose_env(load_experiment(CONFIG_3B), "c")["ABSERVE_LOAD_PLAN"]
     rc, made = run_load(tmp_path, plan)
@@ -176,6 +177,7 @@ def test_run_load_runs_every_profile_with_options_the_locustfile_accepts(tmp_pat
     assert parsed[1].abserve_set == ""
 
 
+@pytest.mark.process
 def test_run_load_stops_at_the_first_failed_profile_and_records_its_code(tmp_path: Path) -> None:
     rc, made = run_load(tmp_path, "many-items:10 interleaved:10", rc=3)
     assert rc == 0  # recorded for the report (record_load), which says why the run is invalid
@@ -197,6 +199,7 @@ def start_router(tmp_path: Path, body: str) -> tuple[subprocess.Popen[str], Path
     return proc, log, done
 
 
+@pytest.mark.process
 def test_run_router_stops_the_router_gracefully_when_the_load_is_done(tmp_path: Path) -> None:
     body = ("import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
             "while True: time.sleep(0.05)")
@@ -208,6 +211,7 @@ def test_run_router_stops_the_router_gracefully_when_the_load_is_done(tmp_path: 
     assert calls(log) == [["abserve", "router", "--config", "/app/configs/x.yaml"]]
 
 
+@pytest.mark.process
 def test_run_router_counts_a_router_ended_by_its_sigterm_as_done(tmp_path: Path) -> None:
     # The real router drains, flushes and then ends by the SIGTERM it was sent (status 143):
     # in the first real compose run that failed the router service, so the report never ran.
@@ -221,6 +225,7 @@ def test_run_router_counts_a_router_ended_by_its_sigterm_as_done(tmp_path: Path)
     assert proc.wait(timeout=10) == 0
 
 
+@pytest.mark.process
 def test_run_router_exits_with_the_routers_code_when_it_dies_early(tmp_path: Path) -> None:
     proc, _, _ = start_router(tmp_path, "sys.exit(4)")
     assert proc.wait(timeout=10) == 4
@@ -276,6 +281,7 @@ GOOD_ENV = "ABSERVE_API_KEY=0123456789abcdef-key\nABSERVE_RUNS_DIR=./runs\n"
 
 
 @pytest.mark.parametrize("code", ["0", "2"])
+@pytest.mark.process
 def test_signoff_exits_with_the_reports_code(tmp_path: Path, code: str) -> None:
     rc, out, made = signoff(tmp_path, GOOD_ENV, FAKE_REPORT_ID="cid", FAKE_REPORT_CODE=code)
     assert rc == int(code), out
@@ -287,6 +293,7 @@ def test_signoff_exits_with_the_reports_code(tmp_path: Path, code: str) -> None:
     assert any("down" in c for c in made)
 
 
+@pytest.mark.process
 def test_signoff_watches_the_run_from_its_store_while_it_waits(tmp_path: Path) -> None:
     plan = "multi-image-long-context:8:text.words=[200,600];max_tokens=8 many-items:12"
     rc, out, made = signoff(tmp_path, GOOD_ENV, FAKE_REPORT_ID="cid", FAKE_REPORT_CODE="0",
@@ -302,6 +309,7 @@ def test_signoff_watches_the_run_from_its_store_while_it_waits(tmp_path: Path) -
     assert not any("watch" in c for c in quiet)
 
 
+@pytest.mark.process
 def test_signoff_leaves_its_callers_stdin_alone(tmp_path: Path) -> None:
     # gpu-rotation.sh feeds its block plan to a `while read` loop around signoff.sh; the first
     # real rotation ran 1 block of 2 because `docker compose run` swallowed the plan.
@@ -310,6 +318,7 @@ def test_signoff_leaves_its_callers_stdin_alone(tmp_path: Path) -> None:
     assert "stdin left: 1 1 0" in out
 
 
+@pytest.mark.process
 def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, GOOD_ENV, FAKE_UP_RC="1", FAKE_REPORT_CODE="0")
     assert rc == 3
@@ -317,6 +326,7 @@ def test_signoff_is_invalid_when_the_report_never_ran(tmp_path: Path) -> None:
     assert any("down" in c for c in made), "the stack is torn down on failure too"
 
 
+@pytest.mark.process
 def test_signoff_is_invalid_when_the_report_was_created_but_never_started(tmp_path: Path) -> None:
     # `docker wait` answers 0 for a container that never started (its load failed first):
     # found by the first real compose run, which said "pass" for a load that sent nothing.
@@ -330,6 +340,7 @@ def test_signoff_is_invalid_when_the_report_was_created_but_never_started(tmp_pa
     ("env_file", "message"),
     [(None, "no .env"), ("ABSERVE_API_KEY=\n", "ABSERVE_API_KEY"), ("ABSERVE_API_KEY=short\n", "16+")],
 )
+@pytest.mark.process
 def test_signoff_refuses_to_start_without_a_key(tmp_path: Path, env_file: str | None, message: str) -> None:
     rc, out, made = signoff(tmp_path, env_file, FAKE_REPORT_CODE="0")
     assert rc == 4  # refused before anything ran: a tool error, not an invalid run

@@ -55,6 +55,7 @@ def check(tmp_path: Path, *args: str, env_text: str = ENV, **env: str) -> tuple[
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.process
 def test_the_ok_path_prints_each_placement_and_ok(tmp_path: Path) -> None:
     fake_host(tmp_path / "bin")
     code, out, err = check(tmp_path, str(RELEASE), "--gpu")
@@ -84,6 +85,7 @@ def test_the_ok_path_prints_each_placement_and_ok(tmp_path: Path) -> None:
          "compute capability 8.0 or newer; GPU 0 (Quadro RTX 8000, 48 GiB), three arms (a, b, a2), has 7.5"),
     ],
 )
+@pytest.mark.process
 def test_each_refusal_is_one_line_on_stderr_and_exit_4(
     tmp_path: Path, host: dict[str, Any], env_text: str, message: str
 ) -> None:
@@ -96,6 +98,7 @@ def test_each_refusal_is_one_line_on_stderr_and_exit_4(
     assert message in err
 
 
+@pytest.mark.process
 def test_the_shells_environment_wins_over_the_env_file(tmp_path: Path) -> None:
     fake_host(tmp_path / "bin")
     code, _, err = check(tmp_path, str(RELEASE), "--gpu", ABSERVE_GPU_A2="3")
@@ -103,6 +106,7 @@ def test_the_shells_environment_wins_over_the_env_file(tmp_path: Path) -> None:
     assert "arm a2 is placed on GPU 3 (ABSERVE_GPU_A2=3)" in err
 
 
+@pytest.mark.process
 def test_without_env_file_dot_env_is_read_when_present(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +124,7 @@ def test_without_env_file_dot_env_is_read_when_present(
     assert "no env file nope.env" in missing.stderr
 
 
+@pytest.mark.process
 def test_an_unpinned_release_is_refused_unless_allowed(tmp_path: Path) -> None:
     fake_host(tmp_path / "bin")
     config = tmp_path / "release-main.yaml"
@@ -165,6 +170,7 @@ def signoff(tmp_path: Path, abserve: str | None, **env: str) -> tuple[int, str, 
     return result.returncode, result.stderr + result.stdout, made
 
 
+@pytest.mark.process
 def test_signoff_stops_with_the_preflights_refusal_before_docker(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, "echo 'gpu preflight refused: no NVIDIA runtime' >&2; exit 4")
     assert rc == 4, out
@@ -172,6 +178,7 @@ def test_signoff_stops_with_the_preflights_refusal_before_docker(tmp_path: Path)
     assert "gpu preflight refused: no NVIDIA runtime" in out
 
 
+@pytest.mark.process
 def test_signoff_goes_on_after_a_passing_preflight(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, "echo 'gpu preflight: ok'", ABSERVE_ALLOW_UNPINNED="1")
     assert made[0] == "abserve check configs/gpu-release.yaml --gpu --env-file .env --allow-unpinned"
@@ -182,6 +189,7 @@ def test_signoff_goes_on_after_a_passing_preflight(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("skip", [{"ABSERVE_SKIP_PREFLIGHT": "1"},
                                   {"COMPOSE_FILE": "docker-compose.yml:docker-compose.cpu.yml"}])
+@pytest.mark.process
 def test_signoff_skips_the_preflight_when_told_or_under_the_cpu_override(
     tmp_path: Path, skip: dict[str, str]
 ) -> None:
@@ -192,6 +200,7 @@ def test_signoff_skips_the_preflight_when_told_or_under_the_cpu_override(
     assert "docker compose (v2) is required" in out
 
 
+@pytest.mark.process
 def test_signoff_without_abserve_says_how_to_install_it(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, None)
     assert rc == 4
@@ -200,6 +209,7 @@ def test_signoff_without_abserve_says_how_to_install_it(tmp_path: Path) -> None:
            "(or set ABSERVE_SKIP_PREFLIGHT=1)" in out
 
 
+@pytest.mark.process
 def test_signoff_runs_the_checkouts_abserve_for_real(tmp_path: Path) -> None:
     # No abserve on PATH: the checkout's .venv/bin/abserve (here the project's own) runs the real
     # preflight against a fake host whose GPU is too old for batch invariance.

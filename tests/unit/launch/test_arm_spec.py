@@ -170,6 +170,7 @@ def test_a_bad_python_path_is_named_without_running_anything(tmp_path: Path) -> 
     assert f"arm c: python {script} is not an executable file" in text
 
 
+@pytest.mark.process
 def test_an_interpreter_without_vllm_is_refused(tmp_path: Path) -> None:
     python = tmp_path / "python"
     python.symlink_to(Path(sys.base_prefix) / "bin" / "python3")  # the system Python, no vLLM
@@ -206,6 +207,7 @@ def test_unset_reference_and_unreachable_url_are_named() -> None:
     assert f"arm live: cannot reach {closed}: ConnectError" in text
 
 
+@pytest.mark.server
 def test_external_arm_is_probed_for_the_model_it_serves() -> None:
     with FakeUpstream() as up:
         served = ExperimentConfig.model_validate(experiment(

@@ -64,6 +64,7 @@ def test_exit_causes_name_the_signal() -> None:
     assert exit_cause(1) == "its process exited with code 1"
 
 
+@pytest.mark.server
 def test_a_killed_process_is_found_within_a_second_with_its_log_line(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     log = tmp_path / "b.log"
@@ -90,6 +91,7 @@ def test_a_killed_process_is_found_within_a_second_with_its_log_line(
     assert "arm 'b' died during the run" in death.describe()
 
 
+@pytest.mark.server
 def test_health_503_twice_is_a_death_and_one_is_not(tmp_path: Path) -> None:
     with FakeUpstream() as up:
         watch = ArmWatch({"a": Arm("a", tmp_path / "a.log", up.url)}, interval_s=0.1).start()
@@ -112,6 +114,7 @@ def test_an_unreachable_health_is_a_death_after_unresponsive_s(tmp_path: Path) -
     assert death.cause == "no answer from /health for 0.5 s (ConnectError)"
 
 
+@pytest.mark.server
 def test_watch_arms_interrupts_a_blocking_wait_in_the_main_thread(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     with FakeUpstream() as up:
@@ -126,6 +129,7 @@ def test_watch_arms_interrupts_a_blocking_wait_in_the_main_thread(
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 
+@pytest.mark.server
 def test_no_death_after_the_watch_stopped(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     with FakeUpstream() as up, watch_arms({"b": Arm("b", tmp_path / "b.log", up.url, sleeper)},
                                           interval_s=0.1) as watch:

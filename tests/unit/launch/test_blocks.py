@@ -115,6 +115,7 @@ def test_shipped_configs_share_a_core_or_run_counterbalanced_blocks() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")
+@pytest.mark.process
 def test_pin_tree_moves_every_thread_of_a_running_child() -> None:
     import subprocess
     import sys

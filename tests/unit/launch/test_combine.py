@@ -80,6 +80,7 @@ def test_combine_command_reads_the_rotation_manifest(tmp_path: Path) -> None:
     assert "2 blocks, status completed" in result.output
 
 
+@pytest.mark.process
 def test_rotation_script_plans_a_balanced_abba_order() -> None:
     import os
     import subprocess

@@ -74,6 +74,7 @@ def test_a_neighbour_that_moved_between_samples_is_not_named_on_either_core() ->
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux /proc")
+@pytest.mark.process
 def test_the_sampler_sees_a_spinning_process_on_the_arms_core() -> None:
     cpu = sorted(os.sched_getaffinity(0))[0]
     arm = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"],

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.process  # each test runs a run in a child process
+
 CHILD = """
 import os, signal, time
 from abserve.launch.orchestrator import sigterm_as_interrupt

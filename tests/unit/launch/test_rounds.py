@@ -148,6 +148,7 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
         "equality": "pass", "tpot.hl": "inconclusive"})
 
 
+@pytest.mark.process
 def test_run_cli_refuses_a_tiny_budget_with_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "abserve", "run", "configs/cpu-default.yaml", "--out",
                            str(tmp_path / "out"), "--budget", "5req"], cwd=REPO, capture_output=True,

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from abserve.config import BudgetConfig, load_experiment
@@ -20,6 +21,8 @@ from abserve.launch.watch import ArmDeath
 from abserve.records import RunInfo
 from abserve.store import Store
 from abserve.store.schema import runs_table
+
+pytestmark = pytest.mark.process  # the provenance asks git for the commit (git rev-parse)
 
 CONFIG = Path("configs/cpu-default.yaml")
 DICT_ERA = Path(__file__).parents[1] / "store" / "dict_era_provenance.json"

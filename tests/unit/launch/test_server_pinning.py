@@ -18,7 +18,8 @@ import pytest
 
 from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers, tree_affinities
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")
+pytestmark = [pytest.mark.server,  # a child process serves /health as vLLM would
+              pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")]
 
 CHILD = """
 import http.server, json, os, sys, threading, time

@@ -86,6 +86,7 @@ def test_spec_hash_tracks_every_field() -> None:
     assert base.spec_hash() != tm.TinyModelSpec(weight_std=0.1).spec_hash()
 
 
+@pytest.mark.process
 def test_build_is_byte_identical_across_processes(built: Path, tmp_path: Path) -> None:
     other = tmp_path / "again"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -195,6 +196,7 @@ def test_ensure_builds_only_when_missing_or_spec_changed(
     assert tm.model_identity_hash(target) == original
 
 
+@pytest.mark.process
 def test_ensure_waits_for_a_build_in_another_process(
     built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,8 @@ from abserve.router.augment import Additions
 from abserve.router.fanout import ArmCall, Relay
 from abserve.router.settings import Deadlines
 
+pytestmark = pytest.mark.server  # the router forwards to an upstream listening on a port
+
 
 def event(content: str, **extra: object) -> bytes:
     choice = {"index": 0, "delta": {"content": content}, "finish_reason": None, **extra}

@@ -21,6 +21,8 @@ from abserve.router.http1 import AnswerBroken, ArmTransportError, ConnectFailed
 from abserve.router.settings import ArmSettings, Deadlines, PoolLimits
 from abserve.router.upstream import ArmClient, UpstreamError, error_class
 
+pytestmark = pytest.mark.server  # each test talks to a server listening on a port
+
 OK_JSON = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
 
 

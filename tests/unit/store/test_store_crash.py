@@ -19,9 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import make_url
 
 from abserve.store import Store
+
+pytestmark = pytest.mark.process  # a child process writes and is killed
 
 ROOT = Path(__file__).resolve().parents[3]
 CHILD = "tests.unit.store.crash_writer"

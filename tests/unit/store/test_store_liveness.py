@@ -25,6 +25,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.process
 def test_owner_alive() -> None:
     me = Owner.current()
     assert owner_alive(me, HOST) is True
@@ -46,6 +47,7 @@ def test_owner_alive() -> None:
         ("running", "elsewhere", 11.0, "interrupted"),
     ],
 )
+@pytest.mark.process
 def test_effective_status(stored: str, owner_host: str, age: float, expected: str) -> None:
     owners = {
         "me": Owner.current(),
@@ -75,6 +77,7 @@ def _status(store: Store) -> str:
     return run.status
 
 
+@pytest.mark.process
 def test_store_reports_interrupted_runs(store: Store) -> None:
     store.create_run(run_info("r1"))
     assert _status(store) == "running"

@@ -81,6 +81,7 @@ def _send(port: int, retry_s: float) -> tuple[float, object]:
     return time.monotonic() - t0, record
 
 
+@pytest.mark.server
 def test_a_request_is_sent_again_once_the_router_listens() -> None:
     port = free_port()
     with _server_after(port, 1.0) as started:
@@ -98,6 +99,7 @@ def test_a_router_that_never_comes_back_is_a_connect_error_within_the_bound() ->
     assert 0.7 < took < 4.0
 
 
+@pytest.mark.server
 def test_the_model_lookup_waits_for_a_router_coming_back() -> None:
     port = free_port()
     with _server_after(port, 1.0):
