@@ -3,10 +3,11 @@
 The judgment needs, of each exchange, only its paired latency values, tags, start time,
 each arm's scalar outcome (status, times, usage) and, per compared arm pair, the equality
 class and first divergence. ``Digester.feed`` reads a page of full exchanges, keeps exactly
-that (a slim ``Exchange`` whose arms are ``SlimOutcome``s, the ``RequestLatency`` of each
-arm without its per-token gaps, a ``PairDigest`` per pair) and lets the page go, so the
-memory of a judgment grows by a few hundred bytes per identical exchange instead of one
-pydantic object per token position and top-k candidate.
+that and lets the page go: the scalars in typed columns (``abserve.compare.slim``: a
+``SlimExchange`` per exchange reads back its ``SlimOutcome``s and ``RequestLatency``s, without
+per-token gaps) and a ``PairDigest`` per pair, the common identical shape as one flag byte
+(``abserve.compare.pair_digests``). The memory of a judgment grows by ~570 bytes per identical
+3-arm exchange instead of one pydantic object per token position and top-k candidate.
 
 What the report shows in full is bounded: per pair the full ``PairResult`` and exchange of
 the earliest mismatches (``MAX_EXAMPLES`` plus the fixed warm-up, which may drop some).
@@ -24,9 +25,10 @@ Pure: no I/O.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -34,11 +36,12 @@ from abserve.compare.aggregate import MAX_EXAMPLES, equality_line
 from abserve.compare.equality import PairDigest, PairResult, compare_pair
 from abserve.compare.latency import RequestLatency, items_of, request_latency, request_latency_times
 from abserve.compare.model import EqualityLine
+from abserve.compare.pair_digests import PairDigests
 from abserve.compare.policy import Policy
+from abserve.compare.slim import RunLatencies, SlimColumns, SlimExchange
 from abserve.records import Exchange, RawExchange, SlimOutcome
 from abserve.token_columns import ArmColumns
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
 Key = tuple[float, str]
 
 
@@ -59,22 +62,6 @@ class _Kept:
         if len(self.keys) > self.limit:
             self.keys.pop()
             self.items.pop()
-
-
-_SLIM_FIELDS = set(Exchange.model_fields)  # one set shared by every slim exchange
-
-
-def slim_exchange(ex: Exchange) -> Exchange:
-    """``ex`` without its token-level data: arms as ``SlimOutcome``s, no prompt text, and
-    image hashes only where no ``items`` tag says how many images there were."""
-    hashes = [] if "items" in ex.tags else list(ex.image_hashes)
-    arms: dict[str, Any] = {a: SlimOutcome.of(o) for a, o in ex.arms.items()}  # duck-typed outcomes
-    return Exchange.model_construct(
-        _SLIM_FIELDS, schema_version=ex.schema_version, run_id=ex.run_id, request_id=ex.request_id,
-        endpoint=ex.endpoint, stream=ex.stream, fingerprint=ex.fingerprint, prompt_text=None,
-        image_hashes=hashes, tags=ex.tags, started_at=ex.started_at,
-        arms=arms,
-    )
 
 
 def _comparable(arm: ArmColumns) -> bool:
@@ -116,15 +103,17 @@ class Digester:
         self.pairs = [(roles.baseline, other) for other in (roles.candidate, roles.floor) if other]
         self.deferred = rule.drift_floor_quantile is not None and roles.floor is not None
         self.feed_tolerance = 0.0 if self.deferred else rule.drift_tolerance
-        self.slim: dict[str, Exchange] = {}
-        self.latencies: Latencies = {}
-        self.digests: dict[tuple[str, str], dict[str, PairDigest]] = {p: {} for p in self.pairs}
+        self.columns = SlimColumns()
+        self.slim: dict[str, SlimExchange] = {}
+        self.latencies = RunLatencies(self.slim)
+        self.digests = {p: PairDigests(self.slim) for p in self.pairs}
         limit = MAX_EXAMPLES + max(policy.warmup_requests, 0)
         self.kept = {p: _Kept(limit) for p in self.pairs}
         self.recheck: dict[str, Exchange] = {}  # deferred tolerance: not identical at 0
-        self.floor_deltas: dict[str, float] = {}  # baseline/floor drift where tokens agree
+        self.floor_deltas = array("d")  # per row: baseline/floor drift where tokens agree
+        self.has_floor_delta = array("b")
         self._mismatch = frozenset(rule.mismatch_classes)
-        self._ordered: list[Exchange] | None = None
+        self._ordered: list[SlimExchange] | None = None
 
     def __len__(self) -> int:
         return len(self.slim)
@@ -158,62 +147,73 @@ class Digester:
             self._ordered = None
         return new
 
+    def _keep(self, request_id: str, started_at: float, tags: dict[str, str], image_hashes: list[str],
+              arms: dict[str, tuple[SlimOutcome, RequestLatency | None]]) -> SlimExchange:
+        """Store an exchange's scalars (image hashes only where no ``items`` tag counts them)."""
+        hashes = [] if "items" in tags else image_hashes
+        ex = self.columns.append(request_id, started_at, tags, hashes, arms)
+        self.slim[request_id] = ex
+        self.floor_deltas.append(0.0)
+        self.has_floor_delta.append(0)
+        return ex
+
+    def _floor_delta(self, ex: SlimExchange, delta: float) -> None:
+        self.floor_deltas[ex.row], self.has_floor_delta[ex.row] = delta, 1
+
     def _add_identical(self, raw: RawExchange) -> None:
         rid = raw.request_id
-        slims = {a: SlimOutcome.of_columns(arm) for a, arm in raw.arms.items()}
-        self.latencies[rid] = {a: request_latency_times(raw.arms[a].times(), o) for a, o in slims.items()}
-        arms: dict[str, Any] = dict(slims)
-        hashes = [] if "items" in raw.tags else raw.image_hashes
-        ex = Exchange.model_construct(
-            _SLIM_FIELDS, schema_version=raw.schema_version, run_id=raw.run_id, request_id=rid,
-            endpoint=raw.endpoint, stream=raw.stream, fingerprint=raw.fingerprint, prompt_text=None,
-            image_hashes=hashes, tags=raw.tags, started_at=raw.started_at, arms=arms)
-        self.slim[rid] = ex
+        arms = {}
+        for a, stored in raw.arms.items():
+            slim = SlimOutcome.of_columns(stored)
+            arms[a] = (slim, request_latency_times(stored.times(), slim))
+        ex = self._keep(rid, raw.started_at, raw.tags, raw.image_hashes, arms)
         profile, items = raw.tags.get("profile", "untagged"), items_of(ex)
         for pair in self.pairs:
             left, right = raw.arms[pair[0]].doc, raw.arms[pair[1]].doc
             prompts = raw.arms[pair[0]].prompt_positions, raw.arms[pair[1]].prompt_positions
             sampled = None if prompts[0] is None or prompts[1] is None else prompts[0]
-            self.digests[pair][rid] = PairDigest(
+            self.digests[pair].add(ex, PairDigest(
                 rid, "identical", None, 0.0, None, sampled, None if sampled is None else 0.0, None,
                 left.get("status") != right.get("status"),
                 left.get("finish_reason") != right.get("finish_reason"),
-                _usage_differs(left.get("usage"), right.get("usage")), None, None, profile, items)
+                _usage_differs(left.get("usage"), right.get("usage")), None, None, profile, items))
             if self.deferred and pair == self.pairs[-1]:
-                self.floor_deltas[rid] = 0.0
+                self._floor_delta(ex, 0.0)
 
-    def _add(self, ex: Exchange) -> None:
-        rid = ex.request_id
-        self.latencies[rid] = {a: request_latency(o, keep_gaps=False) for a, o in ex.arms.items()}
-        self.slim[rid] = slim_exchange(ex)
-        key = (ex.started_at, rid)
-        profile, items = ex.tags.get("profile", "untagged"), items_of(ex)
+    def _add(self, full: Exchange) -> None:
+        rid = full.request_id
+        arms = {a: (SlimOutcome.of(o), request_latency(o, keep_gaps=False)) for a, o in full.arms.items()}
+        ex = self._keep(rid, full.started_at, full.tags, full.image_hashes, arms)
+        key = (full.started_at, rid)
+        profile, items = full.tags.get("profile", "untagged"), items_of(full)
         for pair in self.pairs:
             left, right = pair
-            r = compare_pair(rid, left, right, ex.arms.get(left), ex.arms.get(right),
+            r = compare_pair(rid, left, right, full.arms.get(left), full.arms.get(right),
                              drift_tolerance=self.feed_tolerance)
             r.profile, r.items = profile, items
-            self.digests[pair][rid] = PairDigest.of(r)
+            self.digests[pair].add(ex, PairDigest.of(r))
             if self.deferred:
                 if r.cls != "identical":
-                    self.recheck[rid] = ex
+                    self.recheck[rid] = full
                 if pair == self.pairs[-1] and r.cls in ("identical", "drift"):
-                    self.floor_deltas[rid] = max(r.max_logprob_delta, r.prompt_logprob_delta or 0.0)
+                    self._floor_delta(ex, max(r.max_logprob_delta, r.prompt_logprob_delta or 0.0))
             elif r.cls in self._mismatch:
-                self.kept[pair].offer(key, r, ex)
+                self.kept[pair].offer(key, r, full)
 
     def ordered(self) -> list[Exchange]:
-        """The slim exchanges in start order (as ``judge`` orders them)."""
+        """The slim exchanges in start order (as ``judge`` orders them): ``SlimExchange``s,
+        which answer what the judgment reads of an ``Exchange`` (``abserve.compare.slim``)."""
         if self._ordered is None:
             self._ordered = sorted(self.slim.values(), key=lambda ex: (ex.started_at, ex.request_id))
-        return self._ordered
+        return cast(list[Exchange], self._ordered)
 
     def tolerance(self, compared: list[Exchange], floor: str | None) -> float:
         """The logprob tolerance over ``compared`` (``aggregate.drift_tolerance``'s rule)."""
         rule = self.policy.equality
         if not self.deferred or floor is None or rule.drift_floor_quantile is None:
             return rule.drift_tolerance
-        deltas = [d for ex in compared if (d := self.floor_deltas.get(ex.request_id)) is not None]
+        rows = (self.slim[ex.request_id].row for ex in compared if ex.request_id in self.slim)
+        deltas = [self.floor_deltas[r] for r in rows if self.has_floor_delta[r]]
         if not deltas:
             return rule.drift_tolerance
         return max(rule.drift_tolerance, float(np.quantile(deltas, rule.drift_floor_quantile)))
@@ -222,7 +222,7 @@ class Digester:
                       tolerance: float) -> EqualityLine:
         """One pair's roll-up over ``compared`` (in start order) at ``tolerance``."""
         pair = (left, right)
-        digests = self.digests.get(pair, {})
+        digests = self.digests.get(pair) or PairDigests({})
         if self.deferred:
             return self._deferred_line(compared, pair, digests, tolerance)
         results = [d for ex in compared if (d := digests.get(ex.request_id)) is not None]
@@ -231,7 +231,7 @@ class Digester:
         return equality_line(results, left, right, self.policy, examples=examples)
 
     def _deferred_line(self, compared: list[Exchange], pair: tuple[str, str],
-                       digests: dict[str, PairDigest], tolerance: float) -> EqualityLine:
+                       digests: PairDigests, tolerance: float) -> EqualityLine:
         left, right = pair
         results: list[PairDigest] = []
         examples: list[PairResult] = []

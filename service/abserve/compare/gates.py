@@ -19,7 +19,7 @@ Pure; the intervals come from ``abserve.compare.sequential``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.records import Exchange
 from abserve.units import ms, us
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 
 def _lo(look: Look) -> float:

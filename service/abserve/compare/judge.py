@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
 
 import numpy as np
@@ -46,7 +46,7 @@ from abserve.compare.stats import hodges_lehmann, quantiles, theil_sen_trend
 from abserve.compare.verdict import invalid_reasons, overall
 from abserve.records import Exchange, RunInfo
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 Dimension = Literal["profile", "items", "block"]
 
 
@@ -237,7 +237,7 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     judged, warm_detail = path.judged(all_ex, lat_all, policy)
     arm_names = sorted({a for ex in judged for a in ex.arms} | set(run.arms))
     floor = roles.floor if roles.floor and any(roles.floor in ex.arms for ex in judged) else None
-    lat = {ex.request_id: lat_all[ex.request_id] for ex in judged}
+    lat = lat_all  # read only at the judged exchanges' ids
     summaries = {a: arm_summary(a, run, judged, lat, policy) for a in arm_names}
     errors = {a: sum(s.errors.values()) for a, s in summaries.items()}
     invalid = invalid_reasons(run, judged, policy, errors)

@@ -17,6 +17,8 @@ show (``abserve.compare.judge_sequential`` is the path that may). Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from abserve.compare.gate_line import finite, gate_line
@@ -30,7 +32,7 @@ from abserve.compare.verdict import equality_verdict, latency_outcome, threshold
 from abserve.compare.warmup import fixed_warmup
 from abserve.records import Exchange
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 
 class FixedSample:

@@ -19,6 +19,8 @@ A look is a whole round of blocks (``sequential.look_ends``). Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from abserve.compare.blocked import pair_placement
 from abserve.compare.gates import improvement_line, per_item_line, shift_line
 from abserve.compare.judge_fixed import metric_line
@@ -32,7 +34,7 @@ from abserve.compare.verdict import sequential_equality
 from abserve.compare.warmup import detected_warmup, fixed_warmup
 from abserve.records import Exchange
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 
 class Sequential:

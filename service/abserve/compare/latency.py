@@ -15,8 +15,9 @@ tpot/itl), so a failed request never enters a latency statistic. Pure functions.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class PairedSample:
 
 def paired_sample(
     exchanges: list[Exchange],
-    latencies: dict[str, dict[str, RequestLatency | None]],
+    latencies: Mapping[str, Mapping[str, RequestLatency | None]],
     metric: str,
     baseline: str,
     candidate: str,
@@ -129,7 +130,17 @@ def paired_sample(
     return out
 
 
-def items_of(exchange: Exchange) -> int | None:
+class Tagged(Protocol):
+    """What ``items_of`` reads: an ``Exchange`` or a digest's ``SlimExchange``."""
+
+    @property
+    def tags(self) -> dict[str, str]: ...
+
+    @property
+    def image_hashes(self) -> Sequence[str]: ...
+
+
+def items_of(exchange: Tagged) -> int | None:
     """Images (items) in the request, from the load generator's ``items`` tag."""
     raw = exchange.tags.get("items")
     if raw is None:

@@ -11,6 +11,7 @@ its outcome would stand even if that bias had not cancelled. Pure.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from abserve.compare.blocked import BlockedShift, blocked_shift, pair_placement
 from abserve.compare.latency import PairedSample, RequestLatency, paired_sample
@@ -21,7 +22,7 @@ from abserve.compare.verdict import latency_outcome
 from abserve.records import Exchange
 from abserve.units import ms
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 ADVICE = "run more blocks, put fewer arms per core, or use a bigger machine"
 
 

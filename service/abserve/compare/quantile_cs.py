@@ -34,7 +34,7 @@ from 64 pairs (p99 from 305); two-sample p95 from 77 per arm (p99 from ~370). Pu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -50,7 +50,7 @@ from abserve.compare.verdict import threshold_for
 from abserve.records import Exchange
 from abserve.units import ms
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 STRENGTH = 1.0  # prior Beta(s p, s (1 - p)): the earliest upper bound of 1, 4, 20 (benchmarks/strata.md)
 

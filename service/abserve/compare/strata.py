@@ -26,7 +26,7 @@ per-request latency values (``paired_sample``). Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from abserve.compare.gates import shift_line
 from abserve.compare.latency import RequestLatency, items_of, paired_sample
@@ -34,7 +34,7 @@ from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy, StratumRule
 from abserve.records import Exchange
 
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 IMAGE_TAGS = frozenset({"items", "images"})
 

@@ -17,7 +17,7 @@ may cut more (``sequential.warmup: auto``). Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ from abserve.records import Exchange
 
 BATCH = 5
 METRICS = ("ttft", "tpot")
-Latencies = dict[str, dict[str, RequestLatency | None]]
+Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 
 
 def drop_warmup(exchanges: Iterable[Exchange], policy: Policy) -> tuple[list[Exchange], int]:
