@@ -14,7 +14,6 @@ tpot/itl), so a failed request never enters a latency statistic. Pure functions.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -80,12 +79,17 @@ def _latency(t_send: float, t_first_token: float, t_end: float | None, n: int,
 
 
 def _median(values: np.ndarray) -> float:
-    """``np.median`` of one request's gaps, bit for bit (the mean of the two middle values is
-    ``(a + b) / 2`` in both; numpy's never ``-0.0``), at a tenth of its cost on a few dozen
-    values; a NaN takes numpy's way (the sort would misplace it)."""
+    """``np.median`` of one request's gaps, bit for bit, at a tenth of its cost on a few dozen
+    values: numpy takes the mean of the middle value(s), a sum that starts at ``+0.0`` (so
+    ``-0.0`` only where the halving of a negative sum underflows: ``[0.0, -5e-324]``); a NaN
+    takes numpy's way (the sort would misplace it)."""
     if np.isnan(values).any():
         return float(np.median(values))
-    return float(statistics.median(values.tolist())) + 0.0  # numpy's sum starts at +0.0: no -0.0
+    ordered = sorted(values.tolist())
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return 0.0 + ordered[mid]
+    return (0.0 + ordered[mid - 1] + ordered[mid]) / 2
 
 
 @dataclass(frozen=True)
