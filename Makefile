@@ -24,8 +24,8 @@ run: setup
 
 # tests/compose_stack runs `make compose-check` as a test (marker compose; root; about 10 minutes,
 # benchmarks/compose.md). Its fault cases (`make compose-faults`, about 8 minutes more) run
-# with COMPOSE_FAULTS=1. scripts/test.sh runs the compose and vLLM lanes beside the tests that
-# need neither, then the latency verdicts (marker alone) alone; PYTEST_ARGS run one plain session.
+# with COMPOSE_FAULTS=1. scripts/test.sh runs the compose lane beside the tests that need
+# neither vLLM nor containers, then the vLLM lane alone; PYTEST_ARGS run one plain session.
 COMPOSE_FAULTS ?= 0
 test: setup
 	COMPOSE_FAULTS=$(COMPOSE_FAULTS) bash scripts/test.sh $(PYTEST_ARGS)

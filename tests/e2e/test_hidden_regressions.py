@@ -28,7 +28,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.vllm, pytest.mark.alone, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 
 def abserve(args: list[str], tmp_path: Path, timeout: float) -> tuple[int, str]:

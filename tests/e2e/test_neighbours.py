@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.support.neighbours import judged_from_store, other_run, selftest_latency, verdict_of
 
-pytestmark = [pytest.mark.vllm, pytest.mark.alone, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
 
 def test_another_runs_servers_on_the_arms_core_never_let_the_slow_mutant_pass(tmp_path: Path) -> None:

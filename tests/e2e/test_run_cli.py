@@ -155,7 +155,6 @@ def test_interrupted_run_stops_everything_and_its_report_is_invalid(tmp_path: Pa
 
 
 @pytest.mark.vllm
-@pytest.mark.alone  # a decisive latency pass: other lanes' load on the cores would make it unstable
 def test_make_run_default_config_decides_and_says_why_it_stopped(tmp_path: Path) -> None:
     """The CPU default is sequential: it stops when every critical gate is decided. The change
     under test computes the same outputs and is faster on many images: a decisive pass."""

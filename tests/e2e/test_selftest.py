@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.vllm, pytest.mark.alone, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
 
 
 def test_selftest_proves_every_verdict_beside_a_cpu_hog(tmp_path: Path) -> None:
