@@ -64,6 +64,26 @@ def test_an_empty_loaded_table_is_no_firewall_and_a_left_rule_or_chain_is_not() 
     assert firewall_rules(empty.replace(":FORWARD ACCEPT", ":FORWARD DROP")) == {"filter FORWARD DROP"}
 
 
+def bridge_names(ip_link: str) -> set[str]:
+    """The container-engine bridges (``docker0``, ``br-<network>``) in ``ip -o link``'s output."""
+    names = {line.split(":", 2)[1].strip().split("@")[0] for line in ip_link.splitlines() if ":" in line}
+    return {n for n in names if n == "docker0" or n.startswith("br-")}
+
+
+def bridges() -> set[str]:
+    return bridge_names(subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                                       check=False).stdout)
+
+
+def test_bridges_are_the_engines_links_only() -> None:
+    out = ("1: lo: <LOOPBACK,UP> mtu 65536 qdisc noqueue state UNKNOWN\n"
+           "2: eth0@if9: <BROADCAST,UP> mtu 1500 qdisc noqueue state UP\n"
+           "3: docker0: <NO-CARRIER,UP> mtu 1500 qdisc noqueue state DOWN\n"
+           "741: br-6e070de1bf30: <NO-CARRIER,UP> mtu 1500 qdisc noqueue state DOWN\n")
+    assert bridge_names(out) == {"docker0", "br-6e070de1bf30"}
+    assert bridge_names("") == set()
+
+
 def engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
@@ -91,7 +111,7 @@ def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found
     if engine_before and not ours_running() and os.environ.get("ABSERVE_COMPOSE_USE_ENGINE") != "1":
         pytest.skip("a Docker engine the check did not start is running: the check refuses it "
                     "(ABSERVE_COMPOSE_USE_ENGINE=1 runs it there, removing only what it labelled)")
-    firewall_before = firewall()
+    firewall_before, bridges_before = firewall(), bridges()
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("w") as log:
         result = subprocess.run(["bash", str(ROOT / "scripts" / "compose-check.sh"), *steps], cwd=ROOT,
@@ -110,6 +130,5 @@ def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found
     else:
         assert not engine_answers(), "the dockerd the check started is still running"
         assert firewall() == firewall_before, "the engine's firewall rules were left behind"
-        links = subprocess.run(["ip", "link"], capture_output=True, text=True, check=False).stdout
-        assert "docker0" not in links
-        assert "br-" not in links
+        links_left = bridges() - bridges_before  # the engine's bridges; any there before are not ours
+        assert not links_left, f"the engine's network links were left behind: {sorted(links_left)}"
