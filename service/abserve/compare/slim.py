@@ -23,7 +23,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from abserve.compare.latency import RequestLatency
-from abserve.records import SlimOutcome
+from abserve.records import ErrorClass, SlimOutcome
 
 T = TypeVar("T")
 
@@ -76,7 +76,8 @@ class SlimColumns:
         self.images: dict[int, list[str]] = {}  # image hashes of the rows that keep any
         self.tags: Interned[dict[str, str]] = Interned()
         self.layouts: Interned[tuple[str, ...]] = Interned()
-        self.strings: Interned[str | None] = Interned()  # error classes and finish reasons
+        self.errors: Interned[ErrorClass | None] = Interned()
+        self.finishes: Interned[str | None] = Interned()
         self.usages: Interned[dict[str, int] | None] = Interned()
         self.flags = array("H")
         self.status = array("q")
@@ -108,8 +109,8 @@ class SlimColumns:
         flags = ((o.status is None) * _STATUS_NONE | (o.t_first_token is None) * _FIRST_NONE
                  | (o.t_end is None) * _END_NONE | o.truncated * _TRUNCATED | o.has_tokens * _HAS_TOKENS)
         self.status.append(0 if o.status is None else o.status)
-        self.error_at.append(self.strings.index(("e", o.error_class), o.error_class))
-        self.finish_at.append(self.strings.index(("f", o.finish_reason), o.finish_reason))
+        self.error_at.append(self.errors.index(o.error_class, o.error_class))
+        self.finish_at.append(self.finishes.index(o.finish_reason, o.finish_reason))
         self.usage_at.append(self.usages.index(value_key(o.usage), o.usage))
         self.tokens.append(o.tokens)
         self.times.extend((o.t_send, _or_zero(o.t_first_token), _or_zero(o.t_end)))
@@ -129,10 +130,10 @@ class SlimColumns:
         flags, t = self.flags[at], 3 * at
         return SlimOutcome(
             arm=name, status=None if flags & _STATUS_NONE else self.status[at],
-            error_class=self.strings.values[self.error_at[at]],  # type: ignore[arg-type]
+            error_class=self.errors.values[self.error_at[at]],
             t_send=self.times[t], t_first_token=None if flags & _FIRST_NONE else self.times[t + 1],
             t_end=None if flags & _END_NONE else self.times[t + 2],
-            finish_reason=self.strings.values[self.finish_at[at]],
+            finish_reason=self.finishes.values[self.finish_at[at]],
             usage=self.usages.values[self.usage_at[at]], truncated=bool(flags & _TRUNCATED),
             tokens=self.tokens[at], has_tokens=bool(flags & _HAS_TOKENS))
 
