@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -51,58 +53,90 @@ PROBE = f"""
 """
 
 
+COUNT = """
+    import json
+    from types import SimpleNamespace as NS
+    from abserve import vllm_plugin
+    vllm_plugin.register()
+    import vllm.v1.worker.gpu_model_runner as m
+    feats = [NS(mm_position=NS(offset=10 * i, length=4)) for i in range(100)]
+    assert m.get_mm_features_in_window(feats, 500, 520) == (50, 52)
+    assert m.get_mm_features_in_window(feats, 0, 8) == (0, 1)
+    c = vllm_plugin.current_telemetry().counters
+    print(json.dumps({"calls": c.lookup_calls, "examined": c.items_examined,
+                      "hist": c.items_per_request, "ns": c.lookup_ns}))
+"""
+
+# Every fresh interpreter the vLLM tests below need: (code, environment, with a telemetry folder).
+# Each imports vLLM (about 8-30 s), so the module runs them two at a time, once, up front.
+MODES = ("linear", "bisect", "hybrid")
+PROBES: dict[str, tuple[str, dict[str, str], bool]] = {
+    "unset": (PROBE, {}, True),
+    **{f"runner-{mode}": (PROBE, {"ABSERVE_MM_LOOKUP": mode}, True) for mode in MODES},
+    "all-bisect": (PROBE, {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}, False),
+    **{f"count-{mode}": (COUNT, {"ABSERVE_MM_LOOKUP": mode}, False) for mode in MODES},
+    "count-hybrid-101": (COUNT, {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}, False),
+}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One fresh interpreter's printed JSON and its telemetry folder (None: none was given)."""
+
+    result: dict[str, Any]
+    telemetry: Path | None
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Probe]:
+    def one(key: str) -> Probe:
+        code, env, with_telemetry = PROBES[key]
+        folder = tmp_path_factory.mktemp(f"telemetry-{key}") if with_telemetry else None
+        extra = {"ABSERVE_TELEMETRY_DIR": str(folder)} if folder else {}
+        return Probe(run_python(code, {**env, **extra}), folder)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the machine's two cores
+        return dict(zip(PROBES, pool.map(one, PROBES), strict=True))
+
+
 def test_entry_point_is_registered_for_vllm() -> None:
     names = {ep.name: ep.value for ep in entry_points(group="vllm.general_plugins")}
     assert names.get("abserve") == "abserve.vllm_plugin:register"
 
 
-@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
-def test_unset_mode_leaves_vllm_untouched(tmp_path: Path) -> None:
-    result = run_python(PROBE, {"ABSERVE_TELEMETRY_DIR": str(tmp_path)})
-    assert set(result["modes"].values()) == {None}
-    assert result["timed"] is False
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
+def test_unset_mode_leaves_vllm_untouched(probes: dict[str, Probe]) -> None:
+    probe = probes["unset"]
+    assert set(probe.result["modes"].values()) == {None}
+    assert probe.result["timed"] is False
+    assert probe.telemetry is not None
+    assert list(probe.telemetry.iterdir()) == []
 
 
-@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
-@pytest.mark.parametrize("mode", ["linear", "bisect", "hybrid"])
-def test_runner_scope_patches_runner_modules_only(mode: str, tmp_path: Path) -> None:
-    result = run_python(PROBE, {"ABSERVE_MM_LOOKUP": mode, "ABSERVE_TELEMETRY_DIR": str(tmp_path)})
-    modes = result["modes"]
+@pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
+@pytest.mark.parametrize("mode", MODES)
+def test_runner_scope_patches_runner_modules_only(mode: str, probes: dict[str, Probe]) -> None:
+    probe = probes[f"runner-{mode}"]
+    modes = probe.result["modes"]
     assert {modes[m] for m in RUNNER} == {mode}
     assert {modes[m] for m in ENGINE} == {None}
-    assert result["timed"] is True
-    (record,) = read_telemetry(tmp_path)
+    assert probe.result["timed"] is True
+    assert probe.telemetry is not None
+    (record,) = read_telemetry(probe.telemetry)
     assert record.mode == mode
     assert sorted(record.patched) == sorted(RUNNER)
     assert record.vllm_version
     assert record.skipped == {}
 
 
-@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
-def test_all_scope_also_patches_the_engine_core(tmp_path: Path) -> None:
-    env = {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}
-    result = run_python(PROBE, env)
-    assert set(result["modes"].values()) == {"bisect"}
+@pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
+def test_all_scope_also_patches_the_engine_core(probes: dict[str, Probe]) -> None:
+    assert set(probes["all-bisect"].result["modes"].values()) == {"bisect"}
 
 
-@pytest.mark.vllm  # imports vLLM in a subprocess (about 8-30 s)
-def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
-    code = """
-        import json
-        from types import SimpleNamespace as NS
-        from abserve import vllm_plugin
-        vllm_plugin.register()
-        import vllm.v1.worker.gpu_model_runner as m
-        feats = [NS(mm_position=NS(offset=10 * i, length=4)) for i in range(100)]
-        assert m.get_mm_features_in_window(feats, 500, 520) == (50, 52)
-        assert m.get_mm_features_in_window(feats, 0, 8) == (0, 1)
-        c = vllm_plugin.current_telemetry().counters
-        print(json.dumps({"calls": c.lookup_calls, "examined": c.items_examined,
-                          "hist": c.items_per_request, "ns": c.lookup_ns}))
-    """
-    linear = run_python(code, {"ABSERVE_MM_LOOKUP": "linear"})
-    bisect = run_python(code, {"ABSERVE_MM_LOOKUP": "bisect"})
+@pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
+def test_patched_lookup_counts_its_work(probes: dict[str, Probe]) -> None:
+    linear, bisect = probes["count-linear"].result, probes["count-bisect"].result
     assert linear["calls"] == bisect["calls"] == 2
     assert linear["examined"] == 53 + 2  # scans up to the first item past each window
     assert bisect["examined"] == bisect_probes(100, 50, 52) + bisect_probes(100, 0, 1)
@@ -110,9 +144,8 @@ def test_patched_lookup_counts_its_work(tmp_path: Path) -> None:
     assert linear["hist"] == {"64": 2}
     assert int(linear["ns"]) > 0
     # hybrid: 100 items is above the default threshold (vLLM's helper), below a raised one (the scan)
-    assert run_python(code, {"ABSERVE_MM_LOOKUP": "hybrid"})["examined"] == bisect["examined"]
-    raised = {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}
-    assert run_python(code, raised)["examined"] == linear["examined"]
+    assert probes["count-hybrid"].result["examined"] == bisect["examined"]
+    assert probes["count-hybrid-101"].result["examined"] == linear["examined"]
 
 
 def test_absent_and_non_binding_modules_are_skipped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:

