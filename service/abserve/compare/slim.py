@@ -12,8 +12,12 @@ once, and each exchange is one small ``SlimExchange`` (its request id and row nu
 The judgment reads a ``SlimExchange`` as it read the slim ``Exchange``: ``request_id``,
 ``started_at``, ``tags``, ``image_hashes`` and ``arms`` (a read-only mapping whose values are
 ``SlimOutcome``s built on access); ``SlimColumns.latencies(ex)`` is the mapping of arm to
-``RequestLatency`` the judgment's ``lat[request_id]`` was. Values come back exactly as fed
-(floats are stored as doubles, ``None`` as a flag bit). Pure: no I/O.
+``RequestLatency`` the judgment's ``lat[request_id]`` was. The gates read whole columns
+instead: ``RunLatencies.paired_values`` / ``arm_values`` / ``arm_series`` give a metric over
+a list of exchanges as float64 arrays (numpy views of the columns, indexed, never kept: an
+exported buffer would stop the column from growing), without a Python object per exchange.
+Values come back exactly as fed (floats are stored as doubles, ``None`` as a flag bit).
+Pure: no I/O.
 """
 
 from __future__ import annotations
