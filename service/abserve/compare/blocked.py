@@ -40,7 +40,7 @@ by simulation. Pure functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +98,19 @@ def pair_placement(tags: dict[str, str], baseline: str, candidate: str) -> str |
     return f"{baseline}:{arms[baseline]},{candidate}:{arms[candidate]}"
 
 
+def placements(tags: Iterable[dict[str, str]], baseline: str, candidate: str) -> list[str | None]:
+    """``pair_placement`` of each exchange's tags, each distinct placement tag parsed once
+    (and each placement one shared string, not one per exchange)."""
+    seen: dict[str | None, str | None] = {}
+    out = []
+    for t in tags:
+        raw = t.get("placement")
+        if raw not in seen:
+            seen[raw] = pair_placement(t, baseline, candidate)
+        out.append(seen[raw])
+    return out
+
+
 @dataclass(frozen=True)
 class _Block:
     level: str
@@ -106,8 +119,9 @@ class _Block:
     var: float
 
 
-def _block_estimates(diffs: Sequence[float], blocks: Sequence[str | None], levels: Sequence[str | None],
-                     confidence: float, min_pairs: int) -> tuple[list[_Block], int]:
+def _block_estimates(diffs: Sequence[float] | np.ndarray, blocks: Sequence[str | None],
+                     levels: Sequence[str | None], confidence: float,
+                     min_pairs: int) -> tuple[list[_Block], int]:
     groups: dict[tuple[str, str], list[float]] = {}
     for d, b, p in zip(diffs, blocks, levels, strict=True):
         if b is not None and p is not None and b != WARMUP_BLOCK:
@@ -142,8 +156,9 @@ def _tau2(blocks: list[_Block], level_of: dict[str, list[_Block]]) -> float:
     return max(0.0, (q - df) / denom) if denom > 0 else 0.0
 
 
-def blocked_shift(diffs: Sequence[float], blocks: Sequence[str | None], levels: Sequence[str | None],
-                  confidence: float = 0.95, min_pairs: int = 6) -> BlockedShift | None:
+def blocked_shift(diffs: Sequence[float] | np.ndarray, blocks: Sequence[str | None],
+                  levels: Sequence[str | None], confidence: float = 0.95,
+                  min_pairs: int = 6) -> BlockedShift | None:
     """The counterbalanced shift; None unless at least two placements have a usable block."""
     used, dropped = _block_estimates(diffs, blocks, levels, confidence, min_pairs)
     level_of: dict[str, list[_Block]] = {}

@@ -226,7 +226,8 @@ class Digester:
         if self.deferred:
             return self._deferred_line(compared, pair, digests, tolerance)
         results = [d for ex in compared if (d := digests.get(ex.request_id)) is not None]
-        ids = {ex.request_id for ex in compared}
+        kept = {r.request_id for r, _ in self.kept[pair].items}  # a few: not a set of every id
+        ids = {ex.request_id for ex in compared if ex.request_id in kept}
         examples = [r for r, _ in self.kept[pair].items if r.request_id in ids]
         return equality_line(results, left, right, self.policy, examples=examples)
 

@@ -61,7 +61,7 @@ def _looks(path: Sequence[Look]) -> list[Look]:
 
 
 def _design(metric: str, exchanges: list[Exchange], lat: Latencies, policy: Policy,
-            ends: Sequence[int]) -> tuple[Design, list[float]]:
+            ends: Sequence[int]) -> tuple[Design, np.ndarray]:
     roles = policy.arms
     sample = paired_sample(exchanges, lat, metric, roles.baseline, roles.candidate)
     return design_of(sample, exchanges, roles.baseline, roles.candidate, ends), sample.baseline

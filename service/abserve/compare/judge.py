@@ -27,7 +27,7 @@ from abserve.compare.equality import problem_of
 from abserve.compare.gate_line import finite
 from abserve.compare.judge_fixed import FixedSample
 from abserve.compare.judge_sequential import Sequential
-from abserve.compare.latency import METRICS, RequestLatency, paired_sample, throughput
+from abserve.compare.latency import METRICS, RequestLatency, arm_values, paired_sample, throughput
 from abserve.compare.model import (
     PERCENTILES,
     ArmSummary,
@@ -101,18 +101,15 @@ def breakdowns(
     trends: list[TrendLine] = []
     for metric in dict.fromkeys(r.metric for r in policy.metrics):
         s = paired_sample(exchanges, lat, metric, policy.arms.baseline, policy.arms.candidate)
-        diffs = s.diffs
+        diffs, items, blocks = s.diffs, s.items, s.blocks
         labels: dict[Dimension, list[str]] = {
             "profile": s.profiles,
-            "items": [bucket_label(i, policy.items_buckets) for i in s.items],
+            "items": _bucket_labels(items, policy.items_buckets),
         }
-        if any(b is not None for b in s.blocks):
-            labels["block"] = [b or "none" for b in s.blocks]
+        if any(b is not None for b in blocks):
+            labels["block"] = [b or "none" for b in blocks]
         for dim, keys in labels.items():
-            groups: dict[str, list[float]] = {}
-            for d, key in zip(diffs, keys, strict=True):
-                groups.setdefault(key, []).append(d)
-            for key, values in groups.items():
+            for key, values in _grouped(diffs, keys).items():
                 iv = hodges_lehmann(values, policy.confidence)
                 rows.append(
                     BreakdownRow(
@@ -125,8 +122,10 @@ def breakdowns(
                         high=finite(iv.high),
                     )
                 )
-        known = _evenly([(i, d) for i, d in zip(s.items, diffs, strict=True) if i is not None])
-        trend = theil_sen_trend([i for i, _ in known], [d for _, d in known], policy.confidence)
+        known = _evenly(np.flatnonzero(np.fromiter((i is not None for i in items), dtype=bool,
+                                                   count=len(items))))
+        xs = np.fromiter((0 if i is None else i for i in items), dtype=np.float64, count=len(items))
+        trend = theil_sen_trend(xs[known], diffs[known], policy.confidence)
         if trend is not None:
             trends.append(
                 TrendLine(metric=metric, slope=trend.slope, low=trend.low, high=trend.high, n=trend.n,
@@ -135,17 +134,33 @@ def breakdowns(
     return rows, trends
 
 
+def _bucket_labels(items: list[int | None], edges: tuple[int, ...]) -> list[str]:
+    """``bucket_label`` of each item count, one shared string per distinct count."""
+    seen: dict[int | None, str] = {}
+    return [seen[i] if i in seen else seen.setdefault(i, bucket_label(i, edges)) for i in items]
+
+
+def _grouped(values: np.ndarray, keys: list[str]) -> dict[str, np.ndarray]:
+    """``values`` split by ``keys``: the groups in order of first appearance, each in order."""
+    codes: dict[str, int] = {}
+    at = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64, count=len(keys))
+    if not len(at):
+        return {}
+    parts = np.split(values[np.argsort(at, kind="stable")], np.cumsum(np.bincount(at))[:-1])
+    return dict(zip(codes, parts, strict=True))
+
+
 TREND_POINTS = 3000  # Theil-Sen takes every pair of points: memory and time grow with n**2
 
 
-def _evenly(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """At most ``TREND_POINTS`` of ``points``, evenly spaced in start order (all of a run of
-    up to that many): the trend of a soak of 100,000 requests from every pair would need
+def _evenly(positions: np.ndarray) -> np.ndarray:
+    """At most ``TREND_POINTS`` of ``positions``, evenly spaced in start order (all of a run
+    of up to that many): the trend of a soak of 100,000 requests from every pair would need
     tens of GiB; a sub-sample's interval is only wider, never falsely narrow."""
-    if len(points) <= TREND_POINTS:
-        return points
-    picks = np.linspace(0, len(points) - 1, TREND_POINTS).round().astype(int)
-    return [points[i] for i in picks]
+    if len(positions) <= TREND_POINTS:
+        return positions
+    picks = np.linspace(0, len(positions) - 1, TREND_POINTS).round().astype(int)
+    return positions[picks]
 
 
 def _role(name: str, policy: Policy) -> str:
@@ -160,25 +175,20 @@ def arm_summary(
 ) -> ArmSummary:
     """One arm's provenance, errors, throughput and latency percentiles."""
     prov = run.arms.get(name)
-    outcomes = [ex.arms[name] for ex in exchanges if name in ex.arms]
-    problems = Counter(p for p in (problem_of(o) for o in outcomes) if p is not None)
+    requests, truncated, problems = _outcome_counts(exchanges, name)
     tp = throughput(exchanges, name)
     dists: dict[str, list[float]] = {}
     for metric in METRICS:
-        values = [
-            v
-            for ex in exchanges
-            if (rl := lat[ex.request_id].get(name)) and (v := rl.get(metric)) is not None
-        ]
-        if values:
+        values = arm_values(exchanges, lat, name, metric)
+        if len(values):
             dists[metric] = quantiles(values, PERCENTILES)
     summary = ArmSummary(
         name=name,
         role=_role(name, policy),
-        requests=len(outcomes),
+        requests=requests,
         errors=dict(problems),
-        error_rate=sum(problems.values()) / len(outcomes) if outcomes else 0.0,
-        truncated=sum(o.truncated for o in outcomes),
+        error_rate=sum(problems.values()) / requests if requests else 0.0,
+        truncated=truncated,
         requests_per_s=tp.requests_per_s,
         tokens_per_s=tp.tokens_per_s,
         distributions=dists,
@@ -196,6 +206,21 @@ def arm_summary(
             }
         )
     return summary
+
+
+def _outcome_counts(exchanges: list[Exchange], name: str) -> tuple[int, int, Counter[str]]:
+    """Arm ``name``'s requests, truncated answers and problems, one outcome at a time (a
+    digest builds each ``SlimOutcome`` on access: a list of them all would hold ~0.5 KB each)."""
+    requests, truncated, problems = 0, 0, Counter[str]()
+    for ex in exchanges:
+        outcome = ex.arms.get(name)
+        if outcome is None:
+            continue
+        requests += 1
+        truncated += outcome.truncated
+        if (problem := problem_of(outcome)) is not None:
+            problems[problem] += 1
+    return requests, truncated, problems
 
 
 def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:

@@ -14,7 +14,8 @@ tpot/itl), so a failed request never enters a latency statistic. Pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -92,21 +93,48 @@ def _median(values: np.ndarray) -> float:
     return (0.0 + ordered[mid - 1] + ordered[mid]) / 2
 
 
-@dataclass(frozen=True)
+class PairedValues(Protocol):
+    """Latencies that read a paired sample straight from columns (``slim.RunLatencies``)."""
+
+    def paired_values(self, exchanges: Sequence[object], metric: str, baseline: str,
+                      candidate: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None: ...
+
+
+@dataclass
 class PairedSample:
-    """Aligned per-request values of one metric on a baseline and a candidate arm."""
+    """Aligned per-request values of one metric on a baseline and a candidate arm: float64
+    arrays, and ``index``, each pair's position in the exchanges it was drawn from (what each
+    pair carries, its tags, is read from there on demand: no per-pair Python object kept)."""
 
     metric: str
-    baseline: list[float]
-    candidate: list[float]
-    request_ids: list[str]
-    profiles: list[str]
-    items: list[int | None]
-    blocks: list[str | None]
+    baseline: np.ndarray
+    candidate: np.ndarray
+    index: np.ndarray  # int64 positions in ``exchanges``
+    exchanges: Sequence[Exchange]
+    diffs: np.ndarray = field(init=False)  # candidate - baseline, as Python's ``c - b``
+
+    def __post_init__(self) -> None:
+        self.diffs = self.candidate - self.baseline
+
+    def paired(self) -> Iterator[Exchange]:
+        """The exchange of each pair, in order."""
+        return (self.exchanges[i] for i in self.index.tolist())
 
     @property
-    def diffs(self) -> list[float]:
-        return [c - b for b, c in zip(self.baseline, self.candidate, strict=True)]
+    def request_ids(self) -> list[str]:
+        return [ex.request_id for ex in self.paired()]
+
+    @property
+    def profiles(self) -> list[str]:
+        return [ex.tags.get("profile", "untagged") for ex in self.paired()]
+
+    @property
+    def items(self) -> list[int | None]:
+        return [items_of(ex) for ex in self.paired()]
+
+    @property
+    def blocks(self) -> list[str | None]:
+        return [ex.tags.get("block") for ex in self.paired()]
 
 
 def paired_sample(
@@ -116,22 +144,45 @@ def paired_sample(
     baseline: str,
     candidate: str,
 ) -> PairedSample:
-    """Requests where both arms measured ``metric``, aligned; ``latencies[request_id][arm]``."""
-    out = PairedSample(metric, [], [], [], [], [], [])
-    for ex in exchanges:
+    """Requests where both arms measured ``metric``, aligned; ``latencies[request_id][arm]``.
+    A digest's latencies (``PairedValues``) are read from its columns, without a
+    ``RequestLatency`` or a Python float per request."""
+    reader = getattr(latencies, "paired_values", None)
+    columns = reader(exchanges, metric, baseline, candidate) if reader is not None else None
+    if columns is not None:
+        b, c, at = columns
+        return PairedSample(metric, b, c, at, exchanges)
+    base, cand, index = array("d"), array("d"), array("q")
+    for i, ex in enumerate(exchanges):
         per_arm = latencies.get(ex.request_id, {})
         lb, lc = per_arm.get(baseline), per_arm.get(candidate)
         vb = lb.get(metric) if lb else None
         vc = lc.get(metric) if lc else None
         if vb is None or vc is None:
             continue
-        out.baseline.append(vb)
-        out.candidate.append(vc)
-        out.request_ids.append(ex.request_id)
-        out.profiles.append(ex.tags.get("profile", "untagged"))
-        out.items.append(items_of(ex))
-        out.blocks.append(ex.tags.get("block"))
-    return out
+        base.append(vb)
+        cand.append(vc)
+        index.append(i)
+    return PairedSample(metric, _floats(base), _floats(cand), np.array(index, dtype=np.int64), exchanges)
+
+
+def arm_values(exchanges: list[Exchange], latencies: Mapping[str, Mapping[str, RequestLatency | None]],
+               arm: str, metric: str) -> np.ndarray:
+    """Arm ``arm``'s measured ``metric`` over ``exchanges``, in order (from a digest's columns
+    where ``latencies`` has them); ``latencies[request_id]`` must hold every exchange."""
+    reader = getattr(latencies, "arm_values", None)
+    got = reader(exchanges, metric, arm) if reader is not None else None
+    if got is not None:
+        return np.asarray(got, dtype=np.float64)
+    values = array("d")
+    for ex in exchanges:
+        if (rl := latencies[ex.request_id].get(arm)) and (v := rl.get(metric)) is not None:
+            values.append(v)
+    return _floats(values)
+
+
+def _floats(values: array[float]) -> np.ndarray:
+    return np.array(values, dtype=np.float64)
 
 
 class Tagged(Protocol):

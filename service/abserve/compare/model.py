@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass
 
 from abserve.compare.equality import PairResult
 from abserve.records import LookupTelemetry
@@ -21,8 +22,13 @@ EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive
 DECIDED: frozenset[str] = frozenset({"pass", "fail"})
 
 
-class Look(BaseModel):
-    """One look of a sequential gate: pairs seen, the estimate, its anytime-valid interval."""
+@dataclass(slots=True)
+class Look:
+    """One look of a sequential gate: pairs seen, the estimate, its anytime-valid interval.
+
+    A validated dataclass with slots, not a ``BaseModel``: a gate keeps one per look (a
+    soak of 100,000 exchanges, ~87,000 of them) and a model's ``__dict__`` and fields-set
+    made each ~590 bytes; dumped and validated as a model's field, the same JSON."""
 
     n: int
     estimate: float | None = None

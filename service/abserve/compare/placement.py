@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from abserve.compare.blocked import BlockedShift, blocked_shift, pair_placement
+from abserve.compare.blocked import BlockedShift, blocked_shift, placements
 from abserve.compare.latency import PairedSample, RequestLatency, paired_sample
 from abserve.compare.model import Outcome, PlacementLevel, PlacementLine
 from abserve.compare.policy import MetricRule, Policy
@@ -31,9 +31,8 @@ def _finite(x: float | None) -> float | None:
 
 
 def sample_levels(sample: PairedSample, exchanges: list[Exchange], left: str, right: str) -> list[str | None]:
-    """The pair's placement of each paired request of ``sample``."""
-    tags = {ex.request_id: ex.tags for ex in exchanges}
-    return [pair_placement(tags.get(rid, {}), left, right) for rid in sample.request_ids]
+    """The pair's placement of each paired request of ``sample`` (drawn from ``exchanges``)."""
+    return placements((ex.tags for ex in sample.paired()), left, right)
 
 
 def shift_of(sample: PairedSample, levels: list[str | None], policy: Policy) -> BlockedShift | None:
@@ -48,7 +47,7 @@ def placement_line(exchanges: list[Exchange], lat: Latencies, metric: str, left:
     sample = paired_sample(exchanges, lat, metric, left, right)
     levels = sample_levels(sample, exchanges, left, right)
     line = PlacementLine(left=left, right=right, metric=metric, method="untagged", naive_n=len(sample.diffs))
-    if sample.diffs:
+    if len(sample.diffs):
         naive = hodges_lehmann(sample.diffs, policy.confidence)
         line.naive_estimate = naive.estimate
         line.naive_low, line.naive_high = _finite(naive.low), _finite(naive.high)

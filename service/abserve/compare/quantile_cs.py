@@ -249,7 +249,7 @@ def paired_decision(excess: QuantileBounds) -> str:
     return "open"
 
 
-def _paired_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
+def _paired_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
                  counts: list[int]) -> tuple[list[Look], str]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
     excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)
@@ -274,7 +274,7 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
         else "unstable"
 
 
-def _two_sample_path(rule: MetricRule, base: list[float], cand: list[float], p: float, alpha: float,
+def _two_sample_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
                      counts: list[int]) -> tuple[list[Look], str]:
     path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
                                                  quantile_path(cand, counts, p, alpha / 2), strict=True)]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from abserve.compare.anytime import Interval, anytime_ols
-from abserve.compare.blocked import pair_placement
+from abserve.compare.blocked import placements
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
 from abserve.compare.ols_path import running_path
@@ -44,10 +44,10 @@ from abserve.records import Exchange
 class Design:
     """The paired differences of one gate in judged order, and what each pair carries."""
 
-    diffs: list[float]
+    diffs: Sequence[float] | np.ndarray
     levels: list[str | None]
     items: list[int | None]
-    times: list[float]
+    times: Sequence[float] | np.ndarray
     looks: list[int]  # number of pairs seen at each look (ascending, last == len(diffs))
 
 
@@ -77,16 +77,14 @@ def _block_number(ex: Exchange) -> int | None:
 
 def design_of(sample: PairedSample, exchanges: Sequence[Exchange], baseline: str, candidate: str,
               ends: Sequence[int]) -> Design:
-    """Align a paired sample with its placements, times and the looks (in exchange counts)."""
-    position = {ex.request_id: i for i, ex in enumerate(exchanges)}
-    by_id = {ex.request_id: ex for ex in exchanges}
-    index = [position[rid] for rid in sample.request_ids]
-    levels = [pair_placement(by_id[rid].tags, baseline, candidate) for rid in sample.request_ids]
-    times = [by_id[rid].started_at for rid in sample.request_ids]
-    return Design(sample.diffs, levels, sample.items, times, counts_before(index, ends))
+    """Align a paired sample (drawn from ``exchanges``) with its placements, times and the
+    looks (in exchange counts)."""
+    levels = placements((ex.tags for ex in sample.paired()), baseline, candidate)
+    times = np.fromiter((ex.started_at for ex in sample.paired()), dtype=np.float64, count=len(sample.index))
+    return Design(sample.diffs, levels, sample.items, times, counts_before(sample.index, ends))
 
 
-def counts_before(index: Sequence[int], ends: Sequence[int]) -> list[int]:
+def counts_before(index: Sequence[int] | np.ndarray, ends: Sequence[int]) -> list[int]:
     """The distinct nonzero counts of ``index`` entries below each of ``ends``, ascending.
 
     ``sorted({sum(1 for i in index if i < e) for e in ends} - {0})`` in O((n + looks) log n).
@@ -199,9 +197,10 @@ def placement_biases(design: Design, alpha: float, phi: float,
 
 def stratum(design: Design, min_items: int) -> Design:
     """The pairs of requests with at least ``min_items`` items, with the looks re-counted."""
-    chosen = [i for i, it in enumerate(design.items) if it is not None and it >= min_items]
-    pick = set(chosen)
+    chosen = np.fromiter((i for i, it in enumerate(design.items) if it is not None and it >= min_items),
+                         dtype=np.int64)
     looks = counts_before(chosen, design.looks)
-    return Design([design.diffs[i] for i in chosen], [design.levels[i] for i in chosen],
-                  [design.items[i] for i in chosen], [design.times[i] for i in chosen],
-                  looks if pick else [])
+    picked = chosen.tolist()
+    return Design(np.asarray(design.diffs, dtype=np.float64)[chosen], [design.levels[i] for i in picked],
+                  [design.items[i] for i in picked], np.asarray(design.times, dtype=np.float64)[chosen],
+                  looks if len(chosen) else [])

@@ -12,17 +12,23 @@ once, and each exchange is one small ``SlimExchange`` (its request id and row nu
 The judgment reads a ``SlimExchange`` as it read the slim ``Exchange``: ``request_id``,
 ``started_at``, ``tags``, ``image_hashes`` and ``arms`` (a read-only mapping whose values are
 ``SlimOutcome``s built on access); ``SlimColumns.latencies(ex)`` is the mapping of arm to
-``RequestLatency`` the judgment's ``lat[request_id]`` was. Values come back exactly as fed
-(floats are stored as doubles, ``None`` as a flag bit). Pure: no I/O.
+``RequestLatency`` the judgment's ``lat[request_id]`` was. The gates read whole columns
+instead: ``RunLatencies.paired_values`` / ``arm_values`` / ``arm_series`` give a metric over
+a list of exchanges as float64 arrays (numpy views of the columns, indexed, never kept: an
+exported buffer would stop the column from growing), without a Python object per exchange.
+Values come back exactly as fed (floats are stored as doubles, ``None`` as a flag bit).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar, cast
 
-from abserve.compare.latency import RequestLatency
+import numpy as np
+
+from abserve.compare.latency import METRICS, RequestLatency
 from abserve.records import ErrorClass, SlimOutcome
 
 T = TypeVar("T")
@@ -30,6 +36,7 @@ T = TypeVar("T")
 # Flag bits of one arm's row.
 _STATUS_NONE, _FIRST_NONE, _END_NONE, _TRUNCATED, _HAS_TOKENS = 1, 2, 4, 8, 16
 _NO_LATENCY, _TTFT_NONE, _TPOT_NONE, _ITL_NONE, _E2E_NONE = 32, 64, 128, 256, 512
+_METRIC_NONE = {"ttft": _TTFT_NONE, "tpot": _TPOT_NONE, "itl": _ITL_NONE, "e2e": _E2E_NONE}
 NO_IMAGES: tuple[str, ...] = ()
 
 
@@ -125,6 +132,31 @@ class SlimColumns:
             self.output_tokens.append(rl.output_tokens)
         self.flags.append(flags)
 
+    def metric_values(self, rows: np.ndarray, k: int, none_bit: int,
+                      arm: str) -> tuple[np.ndarray, np.ndarray]:
+        """Latency metric ``k`` (``METRICS`` order) of arm ``arm`` at exchange ``rows``, and
+        where it was measured (the exchange has the arm, its latency and that metric)."""
+        at, has = self._arm_at(rows, arm)
+        flags = _view(self.flags)
+        if not len(flags):
+            return np.zeros(len(rows)), has
+        ok = has & ((flags[at] & (_NO_LATENCY | none_bit)) == 0)
+        return _view(self.latency)[4 * at + k], ok
+
+    def prompt_tokens(self, rows: np.ndarray, arm: str) -> np.ndarray:
+        """The usage's ``prompt_tokens`` of arm ``arm`` at exchange ``rows`` (0: none reported)."""
+        at, has = self._arm_at(rows, arm)
+        table = np.array([(u or {}).get("prompt_tokens") or 0 for u in self.usages.values], dtype=np.float64)
+        return np.where(has, table[_view(self.usage_at)[at]], 0.0) if len(table) else np.zeros(len(rows))
+
+    def _arm_at(self, rows: np.ndarray, arm: str) -> tuple[np.ndarray, np.ndarray]:
+        """Arm ``arm``'s rows in the arm columns at exchange ``rows`` (0 where it has none), and
+        which exchanges have it."""
+        slot = np.array([names.index(arm) if arm in names else -1 for names in self.layouts.values],
+                        dtype=np.int64)[_view(self.layout_at)[rows]]
+        has = slot >= 0
+        return np.where(has, _view(self.first_arm)[rows] + slot, 0), has
+
     def outcome(self, name: str, at: int) -> SlimOutcome:
         """The ``SlimOutcome`` of arm row ``at`` (arm ``name``)."""
         flags, t = self.flags[at], 3 * at
@@ -146,6 +178,12 @@ class SlimColumns:
         return RequestLatency(None if flags & _TTFT_NONE else ttft, None if flags & _TPOT_NONE else tpot,
                               None if flags & _ITL_NONE else itl, None if flags & _E2E_NONE else e2e,
                               self.output_tokens[at])  # positional: a third cheaper, read per gate
+
+
+def _view(column: array[Any]) -> np.ndarray:
+    """A column as a numpy array without a copy; never to be kept (the exported buffer would
+    keep the column from growing: ``BufferError`` on the next append)."""
+    return np.frombuffer(column, dtype=np.dtype(column.typecode))
 
 
 class SlimExchange:
@@ -259,3 +297,53 @@ class RunLatencies(Mapping[str, LatenciesView]):
     def __len__(self) -> int:
         return len(self.exchanges)
 
+    def paired_values(self, exchanges: Sequence[object], metric: str, baseline: str,
+                      candidate: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``latency.paired_sample``'s values, read from the columns: the baseline's and the
+        candidate's ``metric`` where both measured it, and their positions in ``exchanges``;
+        None unless every exchange is this digest's own (the caller then reads them one by one)."""
+        rows = self._rows(exchanges, metric)
+        if rows is None:
+            return None
+        b, b_ok = self._metric_values(exchanges, rows, metric, baseline)
+        c, c_ok = self._metric_values(exchanges, rows, metric, candidate)
+        index = np.flatnonzero(b_ok & c_ok)
+        return b[index], c[index], index
+
+    def arm_values(self, exchanges: Sequence[object], metric: str, arm: str) -> np.ndarray | None:
+        """Arm ``arm``'s measured ``metric`` over ``exchanges``, in order; None as ``paired_values``."""
+        rows = self._rows(exchanges, metric)
+        if rows is None:
+            return None
+        values, ok = self._metric_values(exchanges, rows, metric, arm)
+        return values[ok]
+
+    def arm_series(self, exchanges: Sequence[object], metric: str, arm: str,
+                   per_prompt_token: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """Arm ``arm``'s ``metric`` at every exchange and where it was measured (divided by the
+        usage's prompt tokens where ``per_prompt_token`` and reported); None as ``paired_values``."""
+        rows = self._rows(exchanges, metric)
+        if rows is None:
+            return None
+        values, ok = self._metric_values(exchanges, rows, metric, arm)
+        if per_prompt_token and len(rows):
+            prompt = cast(SlimExchange, exchanges[0]).columns.prompt_tokens(rows, arm)
+            values = np.where(prompt != 0, values / np.where(prompt != 0, prompt, 1.0), values)
+        return values, ok
+
+    def _rows(self, exchanges: Sequence[object], metric: str) -> np.ndarray | None:
+        """The exchanges' rows in the columns, when each is the one this mapping holds."""
+        own = self.exchanges
+        if metric not in _METRIC_NONE or not all(
+                isinstance(ex, SlimExchange) and own.get(ex.request_id) is ex for ex in exchanges):
+            return None
+        return np.fromiter((cast(SlimExchange, ex).row for ex in exchanges), dtype=np.int64,
+                           count=len(exchanges))
+
+    @staticmethod
+    def _metric_values(exchanges: Sequence[object], rows: np.ndarray, metric: str,
+                       arm: str) -> tuple[np.ndarray, np.ndarray]:
+        if not len(rows):
+            return np.zeros(0), np.zeros(0, dtype=bool)
+        columns = cast(SlimExchange, exchanges[0]).columns
+        return columns.metric_values(rows, METRICS.index(metric), _METRIC_NONE[metric], arm)

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from abserve.compare.gates import shift_line
 from abserve.compare.latency import RequestLatency, items_of, paired_sample
 from abserve.compare.model import MetricLine
@@ -86,10 +88,8 @@ def gate_count(policy: Policy) -> int:
 
 def sub_ends(mask: Sequence[bool], ends: Sequence[int]) -> list[int]:
     """The looks (in exchange counts of the whole run) re-counted in the stratum's exchanges."""
-    prefix = [0]
-    for inside in mask:
-        prefix.append(prefix[-1] + int(inside))
-    return sorted({prefix[e] for e in ends} - {0})
+    prefix = np.concatenate(([0], np.cumsum(np.asarray(mask, dtype=np.int64))))
+    return sorted({int(prefix[e]) for e in ends} - {0})
 
 
 def stratum_lines(judged: list[Exchange], lat: Latencies, policy: Policy, ends: Sequence[int],

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class Cut:
     metric: str | None = None
 
 
-def mser_cut(series: Sequence[float], max_fraction: float = 0.5, batch: int = BATCH,
+def mser_cut(series: Sequence[float] | np.ndarray, max_fraction: float = 0.5, batch: int = BATCH,
              z: float = 3.5) -> int:
     """MSER-``batch`` truncation point of ``series`` (in observations, a multiple of ``batch``).
 
@@ -110,17 +111,35 @@ def transient_cut(exchanges: Sequence[Exchange], lat: Latencies, arms: Sequence[
                   max_fraction: float) -> Cut:
     """The latest end of an initial transient over ``arms``, kinds and ``METRICS``."""
     best = Cut(0)
-    kinds = sorted({ex.tags.get("profile", "untagged") for ex in exchanges})
-    for kind in kinds:
-        positions = [i for i, ex in enumerate(exchanges) if ex.tags.get("profile", "untagged") == kind]
+    codes: dict[str, int] = {}
+    kind_of = np.fromiter((codes.setdefault(ex.tags.get("profile", "untagged"), len(codes))
+                           for ex in exchanges), dtype=np.int64, count=len(exchanges))
+    series = {(arm, metric): _series(exchanges, lat, arm, metric) for arm in arms for metric in METRICS}
+    for kind in sorted(codes):
+        inside = kind_of == codes[kind]
         for arm in arms:
             for metric in METRICS:
-                points = [(i, v) for i in positions
-                          if (v := _value(exchanges[i], lat, arm, metric)) is not None]
-                d = mser_cut([v for _, v in points], max_fraction)
-                if 0 < d < len(points) and points[d][0] > best.index:
-                    best = Cut(points[d][0], arm, kind, metric)
+                values, ok = series[arm, metric]
+                positions = np.flatnonzero(inside & ok)
+                d = mser_cut(values[positions], max_fraction)
+                if 0 < d < len(positions) and positions[d] > best.index:
+                    best = Cut(int(positions[d]), arm, kind, metric)
     return best
+
+
+def _series(exchanges: Sequence[Exchange], lat: Latencies, arm: str,
+            metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``_value`` at every exchange (0 where None) and where it is not None; from a digest's
+    columns where ``lat`` reads them (``slim.RunLatencies.arm_series``)."""
+    reader = getattr(lat, "arm_series", None)
+    got = reader(exchanges, metric, arm, metric == "ttft") if reader is not None else None
+    if got is not None:
+        return cast(tuple[np.ndarray, np.ndarray], got)
+    values, ok = np.zeros(len(exchanges)), np.zeros(len(exchanges), dtype=bool)
+    for i, ex in enumerate(exchanges):
+        if (v := _value(ex, lat, arm, metric)) is not None:
+            values[i], ok[i] = v, True
+    return values, ok
 
 
 def _value(exchange: Exchange, lat: Latencies, arm: str, metric: str) -> float | None:
