@@ -4,12 +4,13 @@
 differences of the first ``n`` pairs; refitted from scratch that is O(looks x n), and a long
 run looks every 16 exchanges. Here the fit of a look comes from the previous look's sums:
 
-- the winsorizing bounds (median and MAD of the prefix) are order statistics of the prefix,
-  kept sorted as it grows (new values merged in); the MAD, the median distance to the median,
-  is a selection in two sorted runs (the values below the median, and above it);
+- the winsorizing bounds (median and MAD of the prefix) are order statistics of the prefix
+  (``prefix_order``: the values sorted once, a look marks its new ones in that order); the
+  MAD, the median distance to the median, is a selection in two sorted runs (the values
+  below the median, and above it), searched 64 candidates a round from the last look's;
 - ``X'X``, ``X'z`` and ``z'z`` (``z = y - c``, ``c`` one constant for the whole path, so the
   residual sum of squares suffers no cancellation) grow by the new rows; the few winsorized
-  rows of a look are corrected for, found at the ends of the sorted prefix.
+  rows of a look are corrected for, found at the ends of the prefix's order.
 
 The same numbers as the direct fit up to rounding (property tests hold them to it). A look
 whose residual sum of squares is a tiny part of ``z'z`` (where rounding in it would matter,
@@ -23,64 +24,76 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from abserve.compare.anytime import Interval, OlsFit, fit_from_moments
+from abserve.compare.prefix_order import PrefixOrder
 
 DIRECT_BELOW = 64  # looks of fewer pairs are fitted directly (cheap, and where rounding is largest)
 RSS_FLOOR = 1e-6  # a residual sum of squares below this share of z'z is recomputed directly
 
 
-class SortedPrefix:
-    """The first ``m`` values of a sequence, sorted, with each one's position; grown in batches."""
+class SortedPrefix(PrefixOrder):
+    """The first ``m`` values in order (``prefix_order``), with ``winsorize``'s median and MAD."""
 
-    def __init__(self, values: np.ndarray) -> None:
-        self.values = values
-        self.sorted = np.empty(0)
-        self.positions = np.empty(0, dtype=np.int64)
-
-    def grow(self, m: int) -> None:
-        start = self.sorted.size
-        order = np.argsort(self.values[start:m], kind="stable")
-        new = self.values[start:m][order]
-        where = np.searchsorted(self.sorted, new)
-        self.sorted = np.insert(self.sorted, where, new)
-        self.positions = np.insert(self.positions, where, order + start)
+    def __init__(self, values: np.ndarray, looks: Sequence[int]) -> None:
+        super().__init__(values, looks)
+        self.hint: int | None = None  # the last look's split of the MAD (it moves little)
 
     def median(self) -> float:
         """``float(np.median(values[:m]))``: the mean of the two middle values (one when odd)."""
-        m = self.sorted.size
-        return float((self.sorted[(m - 1) // 2] + self.sorted[m // 2]) / 2)
+        m = self.size
+        low, high = self.kth(np.array([(m - 1) // 2, m // 2]))
+        return float((low + high) / 2)
 
     def median_distance(self, centre: float) -> float:
         """``float(np.median(np.abs(values[:m] - centre)))`` without the O(m) pass."""
-        m = self.sorted.size
-        return float((self._kth_distance(centre, (m - 1) // 2) + self._kth_distance(centre, m // 2)) / 2)
+        m, split = self.size, self.count_below(centre)
+        low = self._kth_distance(centre, split, (m - 1) // 2)
+        high = low if m % 2 else self._kth_distance(centre, split, m // 2)
+        return float((low + high) / 2)
 
-    def _kth_distance(self, centre: float, k: int) -> np.float64:
-        """The ``k``-th smallest (0-based) of ``|v - centre|``: two sorted runs, merged by bisection."""
-        s = self.sorted
-        split = int(np.searchsorted(s, centre))  # values below the centre: their distances descend
+    def _kth_distance(self, centre: float, split: int, k: int) -> np.float64:
+        """The ``k``-th smallest (0-based) of ``|v - centre|``: two sorted runs (the ``split``
+        values below the centre, their distances descending, and the rest), merged by
+        bisection: ``i`` of the ``k + 1`` smallest distances are below the centre."""
 
-        def left(j: int) -> np.float64:
-            return np.float64(centre - s[split - 1 - j])
+        def left_smaller(i: np.ndarray) -> np.ndarray:
+            ends = self.kth(np.concatenate((split - 1 - i, split + k - i)))
+            return np.asarray(centre - ends[:i.size] < ends[i.size:] - centre)
 
-        def right(j: int) -> np.float64:
-            return np.float64(s[split + j] - centre)
-
-        n_left, n_right = split, s.size - split
-        lo, hi = max(0, k + 1 - n_right), min(k + 1, n_left)
-        while lo < hi:
-            i = (lo + hi) // 2
-            if left(i) < right(k - i):
-                lo = i + 1
-            else:
-                hi = i
-        taken = [left(lo - 1)] if lo > 0 else []
-        taken += [right(k - lo)] if k - lo >= 0 else []
+        lo = first_false(left_smaller, max(0, k + 1 - (self.size - split)), min(k + 1, split), self.hint)
+        self.hint = lo
+        below, above = self.kth(np.array([max(split - lo, 0), min(split + k - lo, self.size - 1)]))
+        taken = [np.float64(centre - below)] if lo > 0 else []
+        taken += [np.float64(above - centre)] if k - lo >= 0 else []
         return max(taken)
+
+
+SPREAD = 64  # a search's candidates per round (one vectorized look-up each)
+
+
+def first_false(holds: Callable[[np.ndarray], np.ndarray], lo: int, hi: int, hint: int | None) -> int:
+    """The first ``i`` in ``[lo, hi)`` where ``holds`` (true, then false) is false; ``hi`` if none.
+
+    ``SPREAD`` candidates a round, the first round around ``hint`` where one is given.
+    """
+    while lo < hi:
+        if hi - lo <= SPREAD:
+            candidates = np.arange(lo, hi)
+        elif hint is not None:
+            start = min(max(lo, hint - SPREAD // 2), hi - SPREAD)
+            candidates, hint = np.arange(start, start + SPREAD), None
+        else:
+            candidates = lo + np.arange(SPREAD) * (hi - lo) // SPREAD
+        true = int(np.count_nonzero(holds(candidates)))
+        if true:
+            lo = int(candidates[true - 1]) + 1
+        if true < candidates.size:
+            hi = int(candidates[true])
+    return lo
 
 
 def winsor_bounds(prefix: SortedPrefix, clip: float) -> tuple[float, float] | None:
     """``sequential.winsorize``'s bounds for the prefix; None when it clips nothing by rule."""
-    if clip <= 0 or prefix.sorted.size < 4:
+    if clip <= 0 or prefix.size < 4:
         return None
     centre = prefix.median()
     scale = 1.4826 * prefix.median_distance(centre)
@@ -100,7 +113,7 @@ def running_path(y: np.ndarray, x: np.ndarray, looks: Sequence[int], column: int
     ``direct(m)`` is the direct fit of a look, used where the running sums are not (small
     looks, singular or degenerate designs).
     """
-    prefix = SortedPrefix(y)
+    prefix = SortedPrefix(y, looks)
     shift = float(np.median(y)) if len(y) else 0.0
     z = y - shift
     p = x.shape[1]
@@ -131,8 +144,7 @@ def _look_fit(prefix: SortedPrefix, x: np.ndarray, z: np.ndarray,
     bounds = winsor_bounds(prefix, clip)
     if bounds is not None:
         low, high = bounds
-        below = prefix.positions[:int(np.searchsorted(prefix.sorted, low, side="left"))]
-        above = prefix.positions[int(np.searchsorted(prefix.sorted, high, side="right")):]
+        below, above = prefix.positions_below(low), prefix.positions_above(high)
         for rows, bound in ((below, low - shift), (above, high - shift)):
             if rows.size:
                 excess = z[rows] - bound
@@ -140,7 +152,7 @@ def _look_fit(prefix: SortedPrefix, x: np.ndarray, z: np.ndarray,
                 zz -= float(z[rows] @ z[rows]) - rows.size * bound * bound
     keep = [j for j in range(len(xz)) if j == 0 or nonzero[j]]
     gram, xz = gram[np.ix_(keep, keep)], xz[keep]
-    fit = fit_from_moments(gram, xz, lambda beta: zz - float(beta @ xz), prefix.sorted.size, alpha, phi,
+    fit = fit_from_moments(gram, xz, lambda beta: zz - float(beta @ xz), prefix.size, alpha, phi,
                            min_rss=RSS_FLOOR * zz)
     if fit is None:
         return None

@@ -34,7 +34,7 @@ from 64 pairs (p99 from 305); two-sample p95 from 77 per arm (p99 from ~370). Pu
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -45,6 +45,7 @@ from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import Look, MetricLine
 from abserve.compare.policy import MetricRule, Policy
+from abserve.compare.prefix_order import PrefixOrder, linear_quantile
 from abserve.compare.sequential import counts_before
 from abserve.compare.verdict import threshold_for
 from abserve.records import Exchange
@@ -94,35 +95,35 @@ def quantile_sequence(values: Sequence[float] | np.ndarray, p: float, alpha: flo
     counts = accepted_counts(n, p, alpha, strength)
     if counts is None:
         return QuantileBounds(n, estimate, -math.inf, math.inf)
-    return _bounds(xs, estimate, counts)
+    return _bounds(n, estimate, counts, xs.__getitem__)
 
 
-def _bounds(xs: np.ndarray, estimate: float, counts: tuple[int, int]) -> QuantileBounds:
-    """The bounds of accepted ``counts`` over sorted values ``xs``."""
-    n = int(xs.size)
+def _bounds(n: int, estimate: float, counts: tuple[int, int],
+            kth: Callable[[np.ndarray], np.ndarray]) -> QuantileBounds:
+    """The bounds of accepted ``counts`` over ``n`` values whose ``k``-th smallest are ``kth(k)``."""
     k_lo, k_hi = counts
-    low = -math.inf if k_lo == 0 else float(xs[k_lo - 1])
-    high = math.inf if k_hi + 1 > n else float(xs[k_hi])
+    low_v, high_v = kth(np.array([max(k_lo - 1, 0), min(k_hi, n - 1)]))
+    low = -math.inf if k_lo == 0 else float(low_v)
+    high = math.inf if k_hi + 1 > n else float(high_v)
     return QuantileBounds(n, estimate, low, high)
 
 
 def quantile_path(values: Sequence[float] | np.ndarray, counts: Sequence[int], p: float, alpha: float,
                   strength: float = STRENGTH) -> list[QuantileBounds]:
     """``[quantile_sequence(values[:n], p, alpha) for n in counts]`` (``counts`` ascending), with
-    the sorted prefix grown look by look (new values merged in) instead of sorted again."""
+    the prefix's order statistics kept as it grows (``prefix_order``) instead of sorted again."""
     xs = np.asarray(values, dtype=float)
     ranges = accepted_ranges(counts, p, alpha, strength)
-    ordered = np.empty(0)
+    prefix = PrefixOrder(xs, counts)
     path = []
     for n, accepted in zip(counts, ranges, strict=True):
-        new = np.sort(xs[ordered.size:n])
-        ordered = np.insert(ordered, np.searchsorted(ordered, new), new)
+        prefix.grow(n)
         if n == 0:
             path.append(QuantileBounds(0, math.nan, -math.inf, math.inf))
             continue
-        estimate = float(np.quantile(ordered, p))
+        estimate = linear_quantile(prefix, p)
         path.append(QuantileBounds(n, estimate, -math.inf, math.inf) if accepted is None
-                    else _bounds(ordered, estimate, accepted))
+                    else _bounds(n, estimate, accepted, prefix.kth))
     return path
 
 

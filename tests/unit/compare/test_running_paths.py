@@ -104,10 +104,11 @@ def test_running_path_fits_directly_only_the_small_looks() -> None:
 @given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=60), st.data())
 def test_sorted_prefix_median_and_mad_equal_numpy(values: list[float], data: st.DataObject) -> None:
     y = np.asarray(values)
-    prefix = SortedPrefix(y)
-    m = 0
-    while m < len(y):
-        m = data.draw(st.integers(m + 1, len(y)))
+    looks = [0]
+    while looks[-1] < len(y):
+        looks.append(data.draw(st.integers(looks[-1] + 1, len(y))))
+    prefix = SortedPrefix(y, looks[1:])
+    for m in looks[1:]:
         prefix.grow(m)
         centre = prefix.median()
         assert centre == float(np.median(y[:m]))
