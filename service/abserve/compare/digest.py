@@ -225,7 +225,7 @@ class Digester:
         digests = self.digests.get(pair) or PairDigests({})
         if self.deferred:
             return self._deferred_line(compared, pair, digests, tolerance)
-        results = [d for ex in compared if (d := digests.get(ex.request_id)) is not None]
+        results = (d for ex in compared if (d := digests.get(ex.request_id)) is not None)  # streamed
         kept = {r.request_id for r, _ in self.kept[pair].items}  # a few: not a set of every id
         ids = {ex.request_id for ex in compared if ex.request_id in kept}
         examples = [r for r, _ in self.kept[pair].items if r.request_id in ids]
