@@ -8,8 +8,9 @@ exchanges with identical tokens, and the first mismatching exchanges as examples
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -27,23 +28,23 @@ DRIFT_QUANTILES = tuple(i / 10 for i in range(11))
 Pair = PairResult | PairDigest
 
 
-def _count(results: Sequence[Pair], mismatch: frozenset[str]) -> ClassCounts:
-    counter: Counter[str] = Counter(r.cls for r in results)
-    return ClassCounts(
-        total=len(results),
-        counts={c: counter.get(c, 0) for c in CLASSES},
-        mismatches=sum(counter.get(c, 0) for c in mismatch),
-    )
+class _Counts:
+    """Equality classes counted over a group, as ``ClassCounts`` will show them."""
 
+    __slots__ = ("classes", "total")
 
-def _grouped(
-    results: Sequence[Pair], key: str, policy: Policy, mismatch: frozenset[str]
-) -> dict[str, ClassCounts]:
-    groups: dict[str, list[Pair]] = {}
-    for r in results:
-        label = bucket_label(r.items, policy.items_buckets) if key == "items" else (r.profile or "untagged")
-        groups.setdefault(label, []).append(r)
-    return {label: _count(rs, mismatch) for label, rs in sorted(groups.items(), key=_order)}
+    def __init__(self) -> None:
+        self.total = 0
+        self.classes: Counter[str] = Counter()
+
+    def add(self, cls: str) -> None:
+        self.total += 1
+        self.classes[cls] += 1
+
+    def counts(self, mismatch: frozenset[str]) -> ClassCounts:
+        got = self.classes
+        return ClassCounts(total=self.total, counts={c: got.get(c, 0) for c in CLASSES},
+                           mismatches=sum(got.get(c, 0) for c in mismatch))
 
 
 def _order(item: tuple[str, object]) -> tuple[float, str]:
@@ -51,54 +52,106 @@ def _order(item: tuple[str, object]) -> tuple[float, str]:
     return (float(head) if head.isdigit() else math.inf, item[0])
 
 
-def _histogram(positions: list[int | None]) -> dict[str, int]:
-    counter = Counter(p for p in positions if p is not None)
+def _grouped(groups: dict[str, _Counts], mismatch: frozenset[str]) -> dict[str, ClassCounts]:
+    return {label: c.counts(mismatch) for label, c in sorted(groups.items(), key=_order)}
+
+
+def _histogram(counter: Counter[int]) -> dict[str, int]:
     return {str(p): counter[p] for p in sorted(counter)}
 
 
-def equality_line(results: Sequence[Pair], left: str, right: str, policy: Policy,
+class _RollUp:
+    """One pass over a pair's results: counts, histograms and the drift values (8 bytes
+    each), never a list of the results themselves (a digest builds each on access)."""
+
+    def __init__(self, policy: Policy, mismatch: frozenset[str]) -> None:
+        self.policy, self.mismatch = policy, mismatch
+        self.summary, self.comparable = _Counts(), 0
+        self.k = self.status = self.finish = self.usage = 0
+        self.left_problems: Counter[str] = Counter()
+        self.right_problems: Counter[str] = Counter()
+        self.by_position: Counter[int] = Counter()
+        self.drift_by_position: Counter[int] = Counter()
+        self.by_items: dict[str, _Counts] = {}
+        self.by_profile: dict[str, _Counts] = {}
+        self.same_tokens, self.prompt_deltas = array("d"), array("d")
+        self.prompt_drifts = self.prompt_only_drifts = 0
+        self.prompt_drift_by_position: Counter[int] = Counter()
+        self.first_mismatches: list[Pair] = []
+
+    def add(self, r: Pair) -> None:
+        cls = r.cls
+        self.summary.add(cls)
+        self.status += r.status_mismatch
+        self.finish += r.finish_mismatch
+        self.usage += r.usage_mismatch
+        if r.left_problem:
+            self.left_problems[r.left_problem] += 1
+        if r.right_problem:
+            self.right_problems[r.right_problem] += 1
+        items = bucket_label(r.items, self.policy.items_buckets)
+        self.by_items.setdefault(items, _Counts()).add(cls)
+        self.by_profile.setdefault(r.profile or "untagged", _Counts()).add(cls)
+        if cls != "incomparable":
+            self._add_comparable(r, cls)
+
+    def _add_comparable(self, r: Pair, cls: str) -> None:
+        self.comparable += 1
+        if cls in self.mismatch:
+            self.k += 1
+            if len(self.first_mismatches) < MAX_EXAMPLES:
+                self.first_mismatches.append(r)
+        if r.position is not None:
+            self.by_position[r.position] += 1
+        if cls in ("identical", "drift"):
+            self.same_tokens.append(r.max_logprob_delta)
+        if cls == "drift" and r.drift_position is not None:
+            self.drift_by_position[r.drift_position] += 1
+        if r.prompt_positions is not None:
+            self.prompt_deltas.append(r.prompt_logprob_delta or 0.0)
+            if r.prompt_drift_position is not None:
+                self.prompt_drifts += 1
+                self.prompt_only_drifts += cls == "drift" and r.drift_position is None
+                self.prompt_drift_by_position[r.prompt_drift_position] += 1
+
+
+def equality_line(results: Iterable[Pair], left: str, right: str, policy: Policy,
                   examples: Sequence[PairResult] | None = None) -> EqualityLine:
-    """Aggregate one arm pair's results under the policy's mismatch classes. ``examples``: the
-    full results of the first mismatches, in start order (default: taken from ``results``,
-    which must then be full ``PairResult``s; the digest passes its digests and its kept few)."""
+    """Aggregate one arm pair's results under the policy's mismatch classes, in one pass over
+    ``results`` (an iterable: a digest's are built one at a time). ``examples``: the full
+    results of the first mismatches, in start order (default: taken from ``results``, which
+    must then be full ``PairResult``s; the digest passes its digests and its kept few)."""
     mismatch = frozenset(policy.equality.mismatch_classes)
-    comparable = [r for r in results if r.cls != "incomparable"]
-    k = sum(r.cls in mismatch for r in comparable)
-    ci = clopper_pearson(k, len(comparable), policy.confidence)
-    same_tokens = [r.max_logprob_delta for r in comparable if r.cls in ("identical", "drift")]
-    prompts = [r for r in comparable if r.prompt_positions is not None]
-    prompt_deltas = [r.prompt_logprob_delta or 0.0 for r in prompts]
-    prompt_drifts = [r for r in prompts if r.prompt_drift_position is not None]
+    roll = _RollUp(policy, mismatch)
+    for r in results:
+        roll.add(r)
+    ci = clopper_pearson(roll.k, roll.comparable, policy.confidence)
+    picked = [r for r in roll.first_mismatches if isinstance(r, PairResult)]
     return EqualityLine(
         left=left,
         right=right,
-        summary=_count(results, mismatch),
-        comparable=len(comparable),
-        rate=None if not comparable else ci.estimate,
+        summary=roll.summary.counts(mismatch),
+        comparable=roll.comparable,
+        rate=None if not roll.comparable else ci.estimate,
         low=ci.low,
         high=ci.high,
-        status_mismatches=sum(r.status_mismatch for r in results),
-        finish_mismatches=sum(r.finish_mismatch for r in results),
-        usage_mismatches=sum(r.usage_mismatch for r in results),
-        left_problems=dict(Counter(r.left_problem for r in results if r.left_problem)),
-        right_problems=dict(Counter(r.right_problem for r in results if r.right_problem)),
-        by_position=_histogram([r.position for r in comparable]),
-        drift_by_position=_histogram([r.drift_position for r in comparable if r.cls == "drift"]),
-        by_items=_grouped(results, "items", policy, mismatch),
-        by_profile=_grouped(results, "profile", policy, mismatch),
-        drift_quantiles=quantiles(same_tokens, DRIFT_QUANTILES) if same_tokens else [],
-        examples=_examples(comparable, mismatch) if examples is None else list(examples)[:MAX_EXAMPLES],
-        prompt_sampled=len(prompts),
-        prompt_drifts=len(prompt_drifts),
-        prompt_only_drifts=sum(r.cls == "drift" and r.drift_position is None for r in prompt_drifts),
-        prompt_drift_by_position=_histogram([r.prompt_drift_position for r in prompt_drifts]),
-        prompt_drift_quantiles=quantiles(prompt_deltas, DRIFT_QUANTILES) if prompt_deltas else [],
+        status_mismatches=roll.status,
+        finish_mismatches=roll.finish,
+        usage_mismatches=roll.usage,
+        left_problems=dict(roll.left_problems),
+        right_problems=dict(roll.right_problems),
+        by_position=_histogram(roll.by_position),
+        drift_by_position=_histogram(roll.drift_by_position),
+        by_items=_grouped(roll.by_items, mismatch),
+        by_profile=_grouped(roll.by_profile, mismatch),
+        drift_quantiles=quantiles(roll.same_tokens, DRIFT_QUANTILES) if roll.same_tokens else [],
+        examples=picked if examples is None else list(examples)[:MAX_EXAMPLES],
+        prompt_sampled=len(roll.prompt_deltas),
+        prompt_drifts=roll.prompt_drifts,
+        prompt_only_drifts=roll.prompt_only_drifts,
+        prompt_drift_by_position=_histogram(roll.prompt_drift_by_position),
+        prompt_drift_quantiles=quantiles(roll.prompt_deltas, DRIFT_QUANTILES) if roll.prompt_deltas else [],
     )
-
-
-def _examples(comparable: list[Pair], mismatch: frozenset[str]) -> list[PairResult]:
-    picked = [r for r in comparable if r.cls in mismatch][:MAX_EXAMPLES]
-    return [r for r in picked if isinstance(r, PairResult)]
 
 
 def pair_results(exchanges: list[Exchange], left: str, right: str, tolerance: float) -> list[PairResult]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -47,13 +47,15 @@ Key = tuple[float, str]
 
 @dataclass
 class _Kept:
-    """The earliest mismatches of one pair, in start order, with their full exchanges."""
+    """The earliest mismatches of one pair, in start order, each with what builds its full
+    exchange again (``RawExchange.full``: the stored row, a fraction of the validated
+    ``Exchange`` with its per-token models) for the report's evidence."""
 
     limit: int
     keys: list[Key] = field(default_factory=list)
-    items: list[tuple[PairResult, Exchange]] = field(default_factory=list)
+    items: list[tuple[PairResult, Callable[[], Exchange]]] = field(default_factory=list)
 
-    def offer(self, key: Key, result: PairResult, exchange: Exchange) -> None:
+    def offer(self, key: Key, result: PairResult, exchange: Callable[[], Exchange]) -> None:
         if len(self.keys) >= self.limit and key >= self.keys[-1]:
             return
         at = bisect.bisect(self.keys, key)
@@ -142,7 +144,7 @@ class Digester:
             if all(_plain_identical(raw.arms.get(left), raw.arms.get(right)) for left, right in self.pairs):
                 self._add_identical(raw)
             else:
-                self._add(raw.full())
+                self._add(raw.full(), raw.full)
         if new:
             self._ordered = None
         return new
@@ -180,7 +182,8 @@ class Digester:
             if self.deferred and pair == self.pairs[-1]:
                 self._floor_delta(ex, 0.0)
 
-    def _add(self, full: Exchange) -> None:
+    def _add(self, full: Exchange, again: Callable[[], Exchange] | None = None) -> None:
+        """Digest a full exchange; ``again`` builds it anew (kept instead of it, for evidence)."""
         rid = full.request_id
         arms = {a: (SlimOutcome.of(o), request_latency(o, keep_gaps=False)) for a, o in full.arms.items()}
         ex = self._keep(rid, full.started_at, full.tags, full.image_hashes, arms)
@@ -198,7 +201,7 @@ class Digester:
                 if pair == self.pairs[-1] and r.cls in ("identical", "drift"):
                     self._floor_delta(ex, max(r.max_logprob_delta, r.prompt_logprob_delta or 0.0))
             elif r.cls in self._mismatch:
-                self.kept[pair].offer(key, r, full)
+                self.kept[pair].offer(key, r, again or (lambda: full))
 
     def ordered(self) -> list[Exchange]:
         """The slim exchanges in start order (as ``judge`` orders them): ``SlimExchange``s,
@@ -225,7 +228,7 @@ class Digester:
         digests = self.digests.get(pair) or PairDigests({})
         if self.deferred:
             return self._deferred_line(compared, pair, digests, tolerance)
-        results = [d for ex in compared if (d := digests.get(ex.request_id)) is not None]
+        results = (d for ex in compared if (d := digests.get(ex.request_id)) is not None)  # streamed
         kept = {r.request_id for r, _ in self.kept[pair].items}  # a few: not a set of every id
         ids = {ex.request_id for ex in compared if ex.request_id in kept}
         examples = [r for r, _ in self.kept[pair].items if r.request_id in ids]
@@ -256,5 +259,5 @@ class Digester:
         """The full exchanges the digest kept among ``ids`` (the report's mismatches)."""
         out = {rid: ex for rid, ex in self.recheck.items() if rid in ids}
         for kept in self.kept.values():
-            out.update({ex.request_id: ex for _, ex in kept.items if ex.request_id in ids})
+            out.update({r.request_id: build() for r, build in kept.items if r.request_id in ids})
         return out

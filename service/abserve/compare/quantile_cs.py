@@ -298,8 +298,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     roles, alpha = policy.arms, 1.0 - policy.confidence
     sample = paired_sample(judged, lat, rule.metric, roles.baseline, roles.candidate)
     p = int(rule.statistic[1:]) / 100
-    position = {ex.request_id: i for i, ex in enumerate(judged)}
-    index = [position[rid] for rid in sample.request_ids]
+    index = sample.index  # each pair's position in ``judged``: no dict of every request id
     counts = counts_before(index, ends)
     paired = policy.sequential.tail_design == "paired"
     line = gate_line(rule, len(index), policy)

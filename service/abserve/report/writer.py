@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -146,6 +147,22 @@ def _finite(value: object) -> object:
     return value
 
 
+def _finite_dump(value: object) -> object:
+    """``_finite`` in place, for a fresh ``model_dump`` no one else holds: a copy of a long
+    run's dump (every look of every path) would double its peak (issue 30)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (float, dict, list)):
+                value[k] = _finite_dump(v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, (float, dict, list)):
+                value[i] = _finite_dump(v)
+    return value
+
+
 def junit_xml(j: Judgment) -> str:
     """One test case per gate, plus one for the run's validity (``report/junit.py``)."""
     cases = [Case("validity", "invalid" if j.invalid_reasons else "pass",
@@ -195,12 +212,14 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
-    payload = judgment.model_dump(mode="json")
-    payload["summary"] = views.summary(judgment)  # a digest beside the model, not part of it
-    payload["summary"]["sentences"] = [{"text": x.text, "evidence": x.anchor, "tone": x.tone} for x in first]
+    payload = cast(dict[str, object], _finite_dump(judgment.model_dump(mode="json")))
+    summary = views.summary(judgment)  # a digest beside the model, not part of it
+    summary["sentences"] = [{"text": x.text, "evidence": x.anchor, "tone": x.tone} for x in first]
+    payload["summary"] = _finite(summary)
     if baseline is not None:
-        payload["baseline_run"] = baseline.model_dump(mode="json")
-    text = json.dumps(_finite(payload), indent=1, sort_keys=True, allow_nan=False)
-    paths.json.write_text(text + "\n", encoding="utf-8")
+        payload["baseline_run"] = _finite_dump(baseline.model_dump(mode="json"))
+    with paths.json.open("w", encoding="utf-8") as f:  # streamed: no list of every chunk, no whole text
+        json.dump(payload, f, indent=1, sort_keys=True, allow_nan=False)
+        f.write("\n")
     paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
     return paths

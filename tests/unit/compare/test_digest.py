@@ -156,3 +156,24 @@ def test_digesting_decoded_rows_judges_as_digesting_models(policy_name: str, tmp
     got = judge_digest(run_info(), raw, policy).model_dump()
     assert got == judge_digest(run_info(), validated, policy).model_dump()
     assert got["equality"][0]["summary"]["mismatches"] > 0
+
+
+def test_kept_mismatches_of_stored_rows_hold_the_rows_not_validated_exchanges(tmp_path: Path) -> None:
+    """A kept mismatch read from the store holds what rebuilds its exchange (the row), not
+    its validated ``Exchange`` (per-token models: ~0.5 MB at 64 tokens, top-5); the report's
+    evidence is the stored exchange all the same."""
+    from abserve.store import Store
+
+    policy = _policy("default")
+    exchanges = ab_run(60, candidate_tokens={i: [1, 2, 9, 4, 5, 6, 7, 8] for i in range(60)})
+    with Store.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.create_run(run_info())
+        store.write_exchanges(exchanges)
+        digest = Digester(policy)
+        digest.feed_raw(store.iter_raw_exchanges("run-1"))
+        stored = {ex.request_id: ex for ex in store.iter_exchanges("run-1")}
+    kept = digest.kept[(policy.arms.baseline, policy.arms.candidate)]
+    assert len(kept.items) == MAX_EXAMPLES + policy.warmup_requests
+    assert not any(isinstance(held, Exchange) for _, held in kept.items)
+    ids = {r.request_id for r, _ in kept.items}
+    assert digest.evidence(ids) == {rid: stored[rid] for rid in ids}
