@@ -6,7 +6,7 @@ digest's columns: ``slim.RunLatencies.paired_values``), the gate's design and on
 per look of each path (a slotted dataclass). This test judges two runs of the benchmark's
 shape (``gpu`` policy: sequential, a look every 16 exchanges) and bounds the growth of the
 peak traced memory of ``judge_digest`` per exchange. Theil-Sen's trend (at most
-``TREND_POINTS`` points, every pair of them: a constant ~100 MB) is stubbed out so the peak
+``TREND_POINTS`` points: a constant ~41 MiB traced, ``test_theil_sen_memory``) is stubbed out so the peak
 is the judgment's own.
 """
 
