@@ -6,7 +6,7 @@ class and first divergence. ``Digester.feed`` reads a page of full exchanges, ke
 that and lets the page go: the scalars in typed columns (``abserve.compare.slim``: a
 ``SlimExchange`` per exchange reads back its ``SlimOutcome``s and ``RequestLatency``s, without
 per-token gaps) and a ``PairDigest`` per pair, the common identical shape as one flag byte
-(``abserve.compare.pair_digests``). The memory of a judgment grows by ~570 bytes per identical
+(``abserve.compare.pair_digests``). The memory of a judgment grows by ~420 bytes per identical
 3-arm exchange instead of one pydantic object per token position and top-k candidate.
 
 What the report shows in full is bounded: per pair the full ``PairResult`` and exchange of
@@ -112,7 +112,7 @@ class Digester:
         limit = MAX_EXAMPLES + max(policy.warmup_requests, 0)
         self.kept = {p: _Kept(limit) for p in self.pairs}
         self.recheck: dict[str, Exchange] = {}  # deferred tolerance: not identical at 0
-        self.floor_deltas = array("d")  # per row: baseline/floor drift where tokens agree
+        self.floor_deltas = array("d")  # per row, deferred only: baseline/floor drift where tokens agree
         self.has_floor_delta = array("b")
         self._mismatch = frozenset(rule.mismatch_classes)
         self._ordered: list[SlimExchange] | None = None
@@ -155,8 +155,9 @@ class Digester:
         hashes = [] if "items" in tags else image_hashes
         ex = self.columns.append(request_id, started_at, tags, hashes, arms)
         self.slim[request_id] = ex
-        self.floor_deltas.append(0.0)
-        self.has_floor_delta.append(0)
+        if self.deferred:  # read only for a deferred tolerance (``tolerance``)
+            self.floor_deltas.append(0.0)
+            self.has_floor_delta.append(0)
         return ex
 
     def _floor_delta(self, ex: SlimExchange, delta: float) -> None:

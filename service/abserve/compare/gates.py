@@ -35,6 +35,7 @@ from abserve.compare.sequential import (
     stratum,
     winsorize,
 )
+from abserve.compare.trajectory import Looks
 from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.records import Exchange
 from abserve.units import ms, us
@@ -54,10 +55,16 @@ def _est(look: Look) -> float:
     return 0.0 if look.estimate is None else look.estimate
 
 
-def _looks(path: Sequence[Look]) -> list[Look]:
-    return [Look(n=lk.n, estimate=finite(lk.estimate) if lk.estimate is not None else None,
-                 low=finite(lk.low) if lk.low is not None else None,
-                 high=finite(lk.high) if lk.high is not None else None) for lk in path]
+def _bound(x: float | None) -> float | None:
+    return None if x is None else finite(x)
+
+
+def _looks(path: Sequence[Look]) -> Looks:
+    """The trajectory a line keeps (columns: ``abserve.compare.trajectory``), bounds shown finite."""
+    looks = Looks()
+    for lk in path:
+        looks.append(lk.n, _bound(lk.estimate), _bound(lk.low), _bound(lk.high))
+    return looks
 
 
 def _design(metric: str, exchanges: list[Exchange], lat: Latencies, policy: Policy,

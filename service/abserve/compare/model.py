@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from pydantic.dataclasses import dataclass
 
 from abserve.compare.equality import PairResult
+from abserve.compare.trajectory import Look as Look  # re-exported: the gates and the report read it here
+from abserve.compare.trajectory import Looks, Trajectory
 from abserve.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
@@ -22,20 +23,6 @@ EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive
 DECIDED: frozenset[str] = frozenset({"pass", "fail"})
 
 
-@dataclass(slots=True)
-class Look:
-    """One look of a sequential gate: pairs seen, the estimate, its anytime-valid interval.
-
-    A validated dataclass with slots, not a ``BaseModel``: a gate keeps one per look (a
-    soak of 100,000 exchanges, ~87,000 of them) and a model's ``__dict__`` and fields-set
-    made each ~590 bytes; dumped and validated as a model's field, the same JSON."""
-
-    n: int
-    estimate: float | None = None
-    low: float | None = None  # None: not yet bounded
-    high: float | None = None
-
-
 class Drift(BaseModel):
     """How much a gate's paired difference moved from the first judged exchange to the last."""
 
@@ -43,7 +30,7 @@ class Drift(BaseModel):
     low: float | None = None
     high: float | None = None
     unstable: bool = False
-    trajectory: list[Look] = Field(default_factory=list)
+    trajectory: Trajectory = Field(default_factory=Looks)
 PERCENTILES: tuple[float, ...] = tuple(i / 100 for i in range(101))
 
 
@@ -78,7 +65,7 @@ class MetricLine(BaseModel):
     stratum: str | None = None
     share: float | None = None  # a stratum gate: its pairs / all pairs of the metric
     guard: bool = False  # critical only once it fails (compare/strata.py, compare/quantile_cs.py)
-    trajectory: list[Look] = Field(default_factory=list)
+    trajectory: Trajectory = Field(default_factory=Looks)
     drift: Drift | None = None
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 
 from abserve.compare.equality import PairDigest
 from abserve.compare.latency import items_of
-from abserve.compare.slim import SlimExchange
+from abserve.compare.slim import SlimExchange, grown
 
 _STATUS, _FINISH, _USAGE, _SAMPLED = 1, 2, 4, 8
 _KEPT_WHOLE = -1
@@ -47,7 +47,7 @@ class PairDigests(Mapping[str, PairDigest]):
     def __init__(self, exchanges: Mapping[str, SlimExchange]) -> None:
         self.exchanges = exchanges
         self.codes = array("b")
-        self.prompt_positions = array("q")
+        self.prompt_positions = array("i")  # widened as it must (``slim.grown``)
         self.whole: dict[str, PairDigest] = {}
 
     def add(self, ex: SlimExchange, digest: PairDigest) -> None:
@@ -56,7 +56,7 @@ class PairDigests(Mapping[str, PairDigest]):
             raise ValueError(f"row {ex.row} fed out of order (expected {len(self.codes)})")
         code = _code(digest, ex)
         self.codes.append(code)
-        self.prompt_positions.append(digest.prompt_positions or 0)
+        self.prompt_positions = grown(self.prompt_positions, digest.prompt_positions or 0)
         if code == _KEPT_WHOLE:
             self.whole[ex.request_id] = digest
 

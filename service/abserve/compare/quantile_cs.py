@@ -43,10 +43,11 @@ from scipy.special import betaln
 
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
-from abserve.compare.model import Look, MetricLine
+from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.prefix_order import PrefixOrder, linear_quantile
 from abserve.compare.sequential import counts_before
+from abserve.compare.trajectory import Looks
 from abserve.compare.verdict import threshold_for
 from abserve.records import Exchange
 from abserve.units import ms
@@ -250,12 +251,19 @@ def paired_decision(excess: QuantileBounds) -> str:
     return "open"
 
 
+def _trajectory(counts: Sequence[int], path: Sequence[QuantileBounds | TailDifference]) -> Looks:
+    """A line's looks (columns: ``abserve.compare.trajectory``), its bounds shown finite."""
+    looks = Looks()
+    for n, d in zip(counts, path, strict=True):
+        looks.append(n, d.estimate, finite(d.low), finite(d.high))
+    return looks
+
+
 def _paired_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                 counts: list[int]) -> tuple[list[Look], str]:
+                 counts: list[int]) -> tuple[Looks, str]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
     excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)
-    looks = [Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high))
-             for n, d in zip(counts, quantile_path(diffs, counts, p, alpha), strict=True)]
+    looks = _trajectory(counts, quantile_path(diffs, counts, p, alpha))
     return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
 
 
@@ -276,11 +284,10 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 
 
 def _two_sample_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                     counts: list[int]) -> tuple[list[Look], str]:
+                     counts: list[int]) -> tuple[Looks, str]:
     path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
                                                  quantile_path(cand, counts, p, alpha / 2), strict=True)]
-    looks = [Look(n=n, estimate=d.estimate, low=finite(d.low), high=finite(d.high))
-             for n, d in zip(counts, path, strict=True)]
+    looks = _trajectory(counts, path)
     decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction) \
         if path else "open"
     return looks, decision

@@ -7,7 +7,9 @@ usage dicts and three ``RequestLatency``s, that was ~3.3 KB an exchange: a soak 
 exchanges would need ~5 GiB for its digest alone (issue 30). Here every scalar goes into
 one typed array per field (``array.array``: 8 bytes a float, no object header), the values
 many exchanges share (tags, usage, finish reasons, error classes, arm names) are interned
-once, and each exchange is one small ``SlimExchange`` (its request id and row numbers).
+once, and each exchange is one small ``SlimExchange`` (its request id and row numbers). An
+integer column starts as narrow as its values usually are (a byte for an interned index, 16
+bits for a status, 32 for a count) and widens to 64 bits once one does not fit (``grown``).
 
 The judgment reads a ``SlimExchange`` as it read the slim ``Exchange``: ``request_id``,
 ``started_at``, ``tags``, ``image_hashes`` and ``arms`` (a read-only mapping whose values are
@@ -68,6 +70,18 @@ def value_key(value: dict[str, Any] | None) -> Hashable:
     return key
 
 
+def grown(column: array[int], value: int) -> array[int]:
+    """``column`` with ``value`` appended: an integer column starts narrow (a byte for an
+    index into a few interned values, 16 or 32 bits for a status or a count) and is copied
+    to 64 bits the first time a value does not fit, so every value comes back as fed."""
+    try:
+        column.append(value)
+    except OverflowError:
+        column = array("q", column.tolist())
+        column.append(value)
+    return column
+
+
 def _or_zero(value: float | None) -> float:
     return 0.0 if value is None else value
 
@@ -77,8 +91,8 @@ class SlimColumns:
 
     def __init__(self) -> None:
         self.started_at = array("d")
-        self.tags_at = array("I")  # index into ``tags``
-        self.layout_at = array("I")  # index into ``layouts``: the exchange's arm names, in order
+        self.tags_at = array("B")  # index into ``tags`` (each index column widens as it must: ``grown``)
+        self.layout_at = array("B")  # index into ``layouts``: the exchange's arm names, in order
         self.first_arm = array("I")  # the exchange's first row in the arm columns
         self.images: dict[int, list[str]] = {}  # image hashes of the rows that keep any
         self.tags: Interned[dict[str, str]] = Interned()
@@ -87,14 +101,14 @@ class SlimColumns:
         self.finishes: Interned[str | None] = Interned()
         self.usages: Interned[dict[str, int] | None] = Interned()
         self.flags = array("H")
-        self.status = array("q")
-        self.error_at = array("I")
-        self.finish_at = array("I")
-        self.usage_at = array("I")
-        self.tokens = array("q")
+        self.status = array("h")
+        self.error_at = array("B")
+        self.finish_at = array("B")
+        self.usage_at = array("B")
+        self.tokens = array("i")
         self.times = array("d")  # t_send, t_first_token, t_end per arm row
         self.latency = array("d")  # ttft, tpot, itl, e2e per arm row
-        self.output_tokens = array("q")
+        self.output_tokens = array("i")
 
     def append(self, request_id: str, started_at: float, tags: dict[str, str],
                image_hashes: list[str], arms: Mapping[str, tuple[SlimOutcome, RequestLatency | None]]
@@ -102,9 +116,9 @@ class SlimColumns:
         """Store one exchange's scalars; the ``SlimExchange`` that reads them back."""
         row = len(self.started_at)
         self.started_at.append(started_at)
-        self.tags_at.append(self.tags.index(value_key(tags), tags))
+        self.tags_at = grown(self.tags_at, self.tags.index(value_key(tags), tags))
         names = tuple(arms)
-        self.layout_at.append(self.layouts.index(names, names))
+        self.layout_at = grown(self.layout_at, self.layouts.index(names, names))
         self.first_arm.append(len(self.flags))
         if image_hashes:
             self.images[row] = list(image_hashes)
@@ -115,21 +129,21 @@ class SlimColumns:
     def _append_arm(self, o: SlimOutcome, rl: RequestLatency | None) -> None:
         flags = ((o.status is None) * _STATUS_NONE | (o.t_first_token is None) * _FIRST_NONE
                  | (o.t_end is None) * _END_NONE | o.truncated * _TRUNCATED | o.has_tokens * _HAS_TOKENS)
-        self.status.append(0 if o.status is None else o.status)
-        self.error_at.append(self.errors.index(o.error_class, o.error_class))
-        self.finish_at.append(self.finishes.index(o.finish_reason, o.finish_reason))
-        self.usage_at.append(self.usages.index(value_key(o.usage), o.usage))
-        self.tokens.append(o.tokens)
+        self.status = grown(self.status, 0 if o.status is None else o.status)
+        self.error_at = grown(self.error_at, self.errors.index(o.error_class, o.error_class))
+        self.finish_at = grown(self.finish_at, self.finishes.index(o.finish_reason, o.finish_reason))
+        self.usage_at = grown(self.usage_at, self.usages.index(value_key(o.usage), o.usage))
+        self.tokens = grown(self.tokens, o.tokens)
         self.times.extend((o.t_send, _or_zero(o.t_first_token), _or_zero(o.t_end)))
         if rl is None:
             flags |= _NO_LATENCY
             self.latency.extend((0.0, 0.0, 0.0, 0.0))
-            self.output_tokens.append(0)
+            self.output_tokens = grown(self.output_tokens, 0)
         else:
             flags |= ((rl.ttft is None) * _TTFT_NONE | (rl.tpot is None) * _TPOT_NONE
                       | (rl.itl is None) * _ITL_NONE | (rl.e2e is None) * _E2E_NONE)
             self.latency.extend((_or_zero(rl.ttft), _or_zero(rl.tpot), _or_zero(rl.itl), _or_zero(rl.e2e)))
-            self.output_tokens.append(rl.output_tokens)
+            self.output_tokens = grown(self.output_tokens, rl.output_tokens)
         self.flags.append(flags)
 
     def metric_values(self, rows: np.ndarray, k: int, none_bit: int,

@@ -16,6 +16,7 @@ Pure: everything comes from the ``Judgment``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from markupsafe import Markup
@@ -251,7 +252,7 @@ class GateView:
     primary: bool  # critical, or a claim (improvement / per item): shown first
 
 
-def _bounded(looks: list[Look], scale: float) -> list[svg.Point]:
+def _bounded(looks: Sequence[Look], scale: float) -> list[svg.Point]:
     return [svg.Point(lk.n, lk.estimate * scale, lk.low * scale, lk.high * scale)
             for lk in looks if lk.estimate is not None and lk.low is not None and lk.high is not None]
 
@@ -285,7 +286,7 @@ def _color(outcome: str) -> str:
     return {"pass": "#2ca02c", "fail": "#d62728"}.get(outcome, "#e08a00")
 
 
-def _missing(m: MetricLine, what: str, looks: list[Look], bounded: int) -> str:
+def _missing(m: MetricLine, what: str, looks: Sequence[Look], bounded: int) -> str:
     if not looks:
         if m.kind == "shift" and m.statistic != "mean":
             return f"{m.name}: no {what}: a fixed-sample gate, judged once at the end."

@@ -1,9 +1,10 @@
 """The judgment's own working set grows by a bounded few hundred bytes an exchange (issue 30).
 
-Judging reads a digest (``abserve.compare.digest``) that keeps ~570 B an identical exchange;
+Judging reads a digest (``abserve.compare.digest``) that keeps ~420 B an identical exchange;
 on top of it the judgment builds, per gate, the paired sample (float64 arrays read from the
-digest's columns: ``slim.RunLatencies.paired_values``), the gate's design and one ``Look``
-per look of each path (a slotted dataclass). This test judges two runs of the benchmark's
+digest's columns: ``slim.RunLatencies.paired_values``), the gate's design and the looks of
+each path, kept as columns (``compare.trajectory.Looks``: 33 bytes a look, not a ~170-byte
+``Look`` object). This test judges two runs of the benchmark's
 shape (``gpu`` policy: sequential, a look every 16 exchanges) and bounds the growth of the
 peak traced memory of ``judge_digest`` per exchange. Theil-Sen's trend (at most
 ``TREND_POINTS`` points: a constant ~41 MiB traced, ``test_theil_sen_memory``) is stubbed out so the peak
@@ -27,7 +28,7 @@ from abserve.compare.judge import judge_digest
 from abserve.records import ArmOutcome
 
 REPO = Path(__file__).resolve().parents[3]
-BOUND = 350  # bytes an exchange; measured 181 (0755a92, before the columnar samples: 610)
+BOUND = 110  # bytes an exchange; measured 73 (looks as columns); f35f2d0 161, before the columnar samples 610
 
 
 def _variants(seed: int = 0, count: int = 40) -> list[list[ArmOutcome]]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 import struct
+from array import array
 
 from abserve.compare.equality import PairDigest
 from abserve.compare.latency import RequestLatency
 from abserve.compare.pair_digests import PairDigests
-from abserve.compare.slim import SlimColumns, SlimExchange
+from abserve.compare.slim import SlimColumns, SlimExchange, grown
 from abserve.records import SlimOutcome
 
 
@@ -86,3 +87,20 @@ def test_pair_digests_of_the_common_shape_and_of_any_other_read_back_exactly() -
     assert list(digests) == ["r0", "r1", "r2", "r3"]
     for d in fed:
         assert _same(digests[d.request_id], d)
+
+
+def test_narrow_columns_widen_for_values_that_do_not_fit() -> None:
+    """Status, counts and interned indices start narrow; a value beyond reads back as fed."""
+    columns = SlimColumns()
+    huge = {"a": (_outcome("a", status=70_000, tokens=2**40), RequestLatency(0.1, 0.2, 0.3, 0.4, 2**33))}
+    rows = [columns.append(f"r{i}", float(i), {"profile": f"p{i}"}, [], ARMS if i % 2 else huge)
+            for i in range(300)]  # 300 distinct tags: their index outgrows a byte
+    assert columns.tags_at.typecode == columns.status.typecode == columns.tokens.typecode == "q"
+    for i, ex in enumerate(rows):
+        assert ex.tags == {"profile": f"p{i}"}
+        fed = ARMS if i % 2 else huge
+        for name, (outcome, latency) in fed.items():
+            assert _same(ex.arms[name], outcome)
+            got = ex.latencies()[name]
+            assert (got is None) if latency is None else _same(got, latency)
+    assert grown(array("B", [1, 2]), -1).tolist() == [1, 2, -1]
