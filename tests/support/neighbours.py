@@ -73,7 +73,7 @@ def other_run(cpu: int, out: Path, servers: int = 2) -> Iterator[list[int]]:
     sent = [0]
     clients: list[threading.Thread] = []
     try:
-        start_servers(started)
+        start_servers(started, pin_when_ready=True)  # start-up spread, then pinned to cpu
         for server in started:
             args = (server.url, spec.served_model_name, stop, sent)
             thread = threading.Thread(target=_keep_busy, args=args, daemon=True)

@@ -27,6 +27,7 @@ import httpx
 import psutil
 from pydantic import BaseModel, Field
 
+from abserve.launch.start_cpus import machine_start_binds
 from abserve.vllm_plugin import MODE_ENV, SCOPE_ENV, TELEMETRY_ENV
 
 OFFLINE_ENV = {
@@ -153,13 +154,14 @@ class VllmServer:
         python = self.python or sys.executable
         return [python, "-m", "vllm.entrypoints.openai.api_server", *self.spec.args(self.port)]
 
-    def start(self, pin_now: bool = True) -> VllmServer:
+    def start(self, pin_now: bool = True, start_cpus: Sequence[int] | None = None) -> VllmServer:
         """Launch the process (returns at once; call ``wait_ready``).
 
         With ``cpus`` the CPU worker binds its OpenMP threads to them, instead of every server
         binding to the same first core, and (``pin_now``) the whole tree runs on those CPUs
         from the start (affinity set before exec, inherited by every process vLLM spawns).
-        Without ``pin_now`` the start-up runs on every CPU and ``pin`` moves the tree later.
+        Without ``pin_now`` the start-up runs on every CPU, the worker binds to ``start_cpus``
+        (``abserve.launch.start_cpus``; default ``cpus``) and ``pin`` moves the tree later.
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.telemetry_dir is not None:
@@ -167,7 +169,8 @@ class VllmServer:
         env = server_env(self.lookup_mode, self.telemetry_dir, self.spec) | self.extra_env
         cpus = sorted(self.cpus) if self.cpus else None
         if cpus:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cpus))
+            bind = cpus if pin_now or not start_cpus else sorted(start_cpus)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, bind))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.command,
@@ -263,7 +266,7 @@ class ExternalServer(VllmServer):
     def url(self) -> str:
         return self.external_url
 
-    def start(self, pin_now: bool = True) -> VllmServer:
+    def start(self, pin_now: bool = True, start_cpus: Sequence[int] | None = None) -> VllmServer:
         self.started_at = time.monotonic()
         return self
 
@@ -342,11 +345,13 @@ def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,
     With ``pin_when_ready`` the servers start on every CPU and are pinned to their own CPUs
     once all are ready: start-up (mostly imports in three processes per server) is not
     squeezed onto the one core that several arms will share while measured, and nothing is
-    measured before the pinning (the proof, warm-up and load come after).
+    measured before the pinning (the proof, warm-up and load come after). Each CPU worker
+    starts bound to CPUs of its own (``abserve.launch.start_cpus``), spread over the machine.
     """
+    binds = machine_start_binds([s.cpus for s in servers]) if pin_when_ready else [None] * len(servers)
     try:
-        for server in servers:
-            server.start(pin_now=not pin_when_ready)
+        for server, bind in zip(servers, binds, strict=True):
+            server.start(pin_now=not pin_when_ready, start_cpus=bind)
         for server in servers:
             server.wait_ready(timeout_s)
         if pin_when_ready:

@@ -2,7 +2,8 @@
 
 A real child process stands in for vLLM (a ``/health`` endpoint and a few threads, as a
 server's tree has): during start-up its affinity is every CPU of the machine, and once
-``start_servers(..., pin_when_ready=True)`` returns every thread of it sits on its CPUs.
+``start_servers(..., pin_when_ready=True)`` returns every thread of it sits on its CPUs; two
+arms sharing a core start their CPU workers bound to different cores (``start_cpus``).
 Without the option the tree is pinned from exec on, as before.
 """
 
@@ -25,7 +26,7 @@ CHILD = """
 import http.server, json, os, sys, threading, time
 port, seen = int(sys.argv[1]), sys.argv[2]
 with open(seen, "w") as f:
-    json.dump(sorted(os.sched_getaffinity(0)), f)
+    json.dump([sorted(os.sched_getaffinity(0)), os.environ.get("VLLM_CPU_OMP_THREADS_BIND")], f)
 for _ in range(3):
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
 class Health(http.server.BaseHTTPRequestHandler):
@@ -48,24 +49,28 @@ class StandIn(VllmServer):
         return [sys.executable, "-c", CHILD, str(self.port), str(self.seen)]
 
 
-def stand_in(tmp_path: Path, cpus: list[int]) -> StandIn:
+def stand_in(tmp_path: Path, cpus: list[int], name: str = "a") -> StandIn:
     spec = ServerSpec(model=str(tmp_path), startup_timeout_s=60)
-    return StandIn("a", spec, None, tmp_path / "a.log", None, cpus=cpus, seen=tmp_path / "seen.json")
+    return StandIn(name, spec, None, tmp_path / f"{name}.log", None, cpus=cpus,
+                   seen=tmp_path / f"seen-{name}.json")
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from not")
 def test_start_runs_on_every_cpu_and_pins_once_ready(tmp_path: Path) -> None:
+    """Two arms that share a core: the CPU worker of the second starts bound to another core."""
     every = sorted(os.sched_getaffinity(0))
-    server = stand_in(tmp_path, every[:1])
+    servers = [stand_in(tmp_path, every[:1], name) for name in ("a", "a2")]
     try:
-        start_servers([server], pin_when_ready=True)
-        assert json.loads(server.seen.read_text()) == every  # start-up was not squeezed
-        assert server.process is not None
-        seen = tree_affinities(server.process.pid)
-        assert len(seen) >= 4
-        assert seen == [{every[0]}] * len(seen)
+        start_servers(servers, pin_when_ready=True)
+        starts = [json.loads(server.seen.read_text()) for server in servers]
+        assert starts == [[every, str(every[0])], [every, str(every[1])]]  # start-up was not squeezed
+        for server in servers:
+            assert server.process is not None
+            seen = tree_affinities(server.process.pid)
+            assert len(seen) >= 4
+            assert seen == [{every[0]}] * len(seen)
     finally:
-        stop_servers([server])
+        stop_servers(servers)
 
 
 def test_without_the_option_the_tree_is_pinned_from_exec(tmp_path: Path) -> None:
@@ -73,7 +78,7 @@ def test_without_the_option_the_tree_is_pinned_from_exec(tmp_path: Path) -> None
     server = stand_in(tmp_path, first)
     try:
         start_servers([server])
-        assert json.loads(server.seen.read_text()) == first
+        assert json.loads(server.seen.read_text()) == [first, str(first[0])]
         assert server.process is not None
     finally:
         stop_servers([server])
