@@ -2,7 +2,8 @@
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
-#                                           (default: all)
+#                                           (default: all), arms3-postgres (arms3 and postgres
+#                                           in one bring-up: what `make test` runs)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
 #     (`make compose-faults`); `images` builds and smoke-tests the GPU host's own Dockerfiles
 #     (abserve.Dockerfile, and vllm-cpu.Dockerfile for vLLM's) from a Debian base and a
@@ -147,6 +148,18 @@ PY
   done
 }
 
+in_postgres() {  # in_postgres COMMAND...: COMMAND with the stack's store in PostgreSQL (a server
+  # container on the stack's network, docker/compose-check.postgres.yml)
+  local pg_password
+  pg_password="$(sed -n 's/^ABSERVE_PG_PASSWORD=//p' "$ENV_FILE")"
+  COMPOSE_FILE="$COMPOSE_FILE:docker/compose-check.postgres.yml" \
+    ABSERVE_DATABASE_URL="postgresql+psycopg://abserve:$pg_password@postgres:5432/abserve" "$@"
+}
+
+no_sqlite_beside() {  # no_sqlite_beside RUN_ID: a run stored in PostgreSQL wrote no SQLite store
+  [ ! -e "$WORK/runs/$1/abserve.db" ] || fail "$1: a SQLite store was written beside PostgreSQL"
+}
+
 derive_config() {  # derive_config OUT NAME PYTHON: configs/cpu-compose.yaml edited by PYTHON (raw)
   "$PY" - "$CONFIG" "$1" "$2" "$3" <<'PY'
 import sys, yaml
@@ -235,26 +248,27 @@ for step in "${STEPS[@]}"; do
     postgres)
       run_id="check-postgres-$(date -u +%Y%m%d-%H%M%S)"
       code=0
-      pg_password="$(sed -n 's/^ABSERVE_PG_PASSWORD=//p' "$ENV_FILE")"
-      COMPOSE_FILE="$COMPOSE_FILE:docker/compose-check.postgres.yml" \
-        ABSERVE_DATABASE_URL="postgresql+psycopg://abserve:$pg_password@postgres:5432/abserve" \
-        ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$CONFIG" || code=$?
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" in_postgres scripts/signoff.sh "$CONFIG" || code=$?
       check_report "$run_id" 2 "$code"
-      [ ! -e "$WORK/runs/$run_id/abserve.db" ] || fail "$run_id: a SQLite store was written beside PostgreSQL"
+      no_sqlite_beside "$run_id"
       lap postgres ;;
-    arms3)
+    arms3|arms3-postgres)
       # configs/cpu-compose.yaml plus a third candidate arm (written under .abserve/, which
-      # the CPU stack's containers see at /app like the rest of the checkout).
+      # the CPU stack's containers see at /app like the rest of the checkout); arms3-postgres:
+      # the same with the store in PostgreSQL (both steps' evidence in one stack bring-up).
       config3="${WORK#"$PWD"/}/cpu-compose-3arms.yaml"
       derive_config "$config3" cpu-compose-3arms '
 raw["arms"]["hybrid"] = {"lookup": "hybrid", "role": "candidate"}
 raw["router"]["arms"]["hybrid"] = {"url": "http://vllm-hybrid:8000", "role": "candidate"}'
-      run_id="check-arms3-$(date -u +%Y%m%d-%H%M%S)"
+      run_id="check-$step-$(date -u +%Y%m%d-%H%M%S)"
+      store=()
+      [ "$step" = arms3 ] || store=(in_postgres)
       code=0
-      ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$config3" || code=$?
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" "${store[@]}" scripts/signoff.sh "$config3" || code=$?
       [ -s "$WORK/runs/$run_id/arms.0.yml" ] || fail "$run_id: no generated compose file for arm hybrid"
       check_family "$run_id" 2 "$code" b hybrid
-      lap arms3 ;;
+      [ "$step" = arms3 ] || no_sqlite_beside "$run_id"
+      lap "$step" ;;
     concurrency)
       configc="${WORK#"$PWD"/}/cpu-compose-concurrency.yaml"
       derive_config "$configc" cpu-compose-concurrency '
@@ -292,7 +306,7 @@ PY
     arm-killed|worker-killed|router-restart)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arms3, concurrency, images, arm-killed, worker-killed, router-restart)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, images, arm-killed, worker-killed, router-restart)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"
