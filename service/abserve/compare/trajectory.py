@@ -115,9 +115,7 @@ def looks_of(value: Any) -> Looks:
 
 def dump_looks(looks: Sequence[Look]) -> list[dict[str, Any]]:
     """A trajectory's JSON: one dict a look (a plain list of ``Look`` set on a line too)."""
-    if isinstance(looks, Looks):
-        return looks.dump()
-    return [{"n": lk.n, "estimate": lk.estimate, "low": lk.low, "high": lk.high} for lk in looks]
+    return (looks if isinstance(looks, Looks) else Looks(looks)).dump()
 
 
 Trajectory = Annotated[Sequence[Look], PlainValidator(looks_of), PlainSerializer(dump_looks)]

@@ -348,7 +348,8 @@ def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,
     measured before the pinning (the proof, warm-up and load come after). Each CPU worker
     starts bound to CPUs of its own (``abserve.launch.start_cpus``), spread over the machine.
     """
-    binds = machine_start_binds([s.cpus for s in servers]) if pin_when_ready else [None] * len(servers)
+    spread = pin_when_ready and any(s.cpus for s in servers)  # nothing to spread without CPUs
+    binds = machine_start_binds([s.cpus for s in servers]) if spread else [None] * len(servers)
     try:
         for server, bind in zip(servers, binds, strict=True):
             server.start(pin_now=not pin_when_ready, start_cpus=bind)
