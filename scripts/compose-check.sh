@@ -2,8 +2,10 @@
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
-#                                           (default: all), arms3-postgres (arms3 and postgres
-#                                           in one bring-up: what `make test` runs)
+#                                           (default: all); what `make test` runs:
+#                                           rotation-concurrency (the rotation of the
+#                                           concurrency step's identical arms) and
+#                                           arms3-postgres (arms3 and postgres in one bring-up)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
 #     (`make compose-faults`); `images` builds and smoke-tests the GPU host's own Dockerfiles
 #     (abserve.Dockerfile, and vllm-cpu.Dockerfile for vLLM's) from a Debian base and a
@@ -114,11 +116,11 @@ teardown() {
   log "total $(( $(date +%s) - started_at )) s; exit $rc"
 }
 
-check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]
+check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]  (LOOKUP_B: b's lookup, bisect)
   local run_id="$1" want="$2" got="$3"; shift 3
   [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
   "$PY" -m abserve.deploy.check_report "reports/$run_id" --exit-code "$got" \
-    --expect a=linear --expect b=bisect "$@" || fail "$run_id: report check"
+    --expect a=linear --expect "b=${LOOKUP_B:-bisect}" "$@" || fail "$run_id: report check"
 }
 
 check_family() {  # check_family RUN_ID EXPECTED_EXIT ACTUAL_EXIT CANDIDATE...: a family's report
@@ -168,6 +170,50 @@ raw["name"] = sys.argv[3]
 exec(sys.argv[4])
 open(sys.argv[2], "w").write(yaml.safe_dump(raw, sort_keys=False))
 PY
+}
+
+concurrency_config() {  # concurrency_config: configs/cpu-compose.yaml with identical arms
+  # (both linear) under 4 closed-loop Locust users; prints its path
+  local configc="${WORK#"$PWD"/}/cpu-compose-concurrency.yaml"
+  derive_config "$configc" cpu-compose-concurrency '
+raw["arms"]["b"]["lookup"] = "linear"
+raw["load"]["users"] = 4'
+  echo "$configc"
+}
+
+check_concurrency() {  # check_concurrency DB RUN_ID REPORT_JSON: identical arms under 4 users
+  # never had more than 4 requests in flight (the router added no queue of its own), had more
+  # than one (the load was concurrent), and failed no latency gate
+  "$PY" - "$@" <<'PY' || fail "$2: concurrency check"
+import json, sys
+from abserve.compare.pacing import peak_in_flight
+from abserve.store import Store
+store = Store.open(f"sqlite:///{sys.argv[1]}")
+try:
+    exchanges = list(store.iter_exchanges(sys.argv[2]))
+finally:
+    store.close()
+report = json.loads(open(sys.argv[3]).read())
+peaks = {arm: peak_in_flight(exchanges, arm) for arm in ("a", "b")}
+fails = [m.get("metric") or m.get("name") for m in report.get("metrics", []) if m.get("outcome") == "fail"]
+problems = [f"arm {a}: {n} requests in flight at once, above the 4 users" for a, n in peaks.items() if n > 4]
+problems += [f"arm {a}: never more than one request in flight: the load was not concurrent"
+             for a, n in peaks.items() if n < 2]
+problems += [f"latency gate(s) failed on identical arms: {fails}"] if fails else []
+print(f"{len(exchanges)} exchanges, peak in flight {peaks}, verdict {report.get('verdict')}, "
+      f"latency fails {fails or 'none'}")
+print("\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+}
+
+rotate() {  # rotate CONFIG: scripts/gpu-rotation.sh with 2 blocks (the arms swap cores 0 and 1);
+  # sets rotation (the combined run's id) and code (its report's exit code)
+  scripts/gpu-rotation.sh "$1" 2 0 1 > "$WORK/rotation.log" 2>&1 || true
+  cat "$WORK/rotation.log"
+  code="$(sed -n 's/^gpu-rotation: combined report in reports\/\(.*\) (exit \([0-9]*\))$/\2/p' "$WORK/rotation.log")"
+  rotation="$(sed -n 's/^gpu-rotation: combined report in reports\/\([^ ]*\) .*/\1/p' "$WORK/rotation.log")"
+  [ -n "$rotation" ] || fail "the rotation wrote no combined report (see $WORK/rotation.log)"
 }
 
 # Sourced (tests/unit/deploy/test_compose_check_teardown.py): the functions above only.
@@ -238,13 +284,19 @@ for step in "${STEPS[@]}"; do
       check_report "$run_id" 2 "$code"
       lap signoff ;;
     rotation)
-      code=0
-      out="$(scripts/gpu-rotation.sh "$CONFIG" 2 0 1 2>&1 | tee "$WORK/rotation.log")" || code=$?
-      code="$(sed -n 's/^gpu-rotation: combined report in reports\/\(.*\) (exit \([0-9]*\))$/\2/p' "$WORK/rotation.log")"
-      rotation="$(sed -n 's/^gpu-rotation: combined report in reports\/\([^ ]*\) .*/\1/p' "$WORK/rotation.log")"
-      [ -n "$rotation" ] || fail "the rotation wrote no combined report (see $WORK/rotation.log)"
+      rotate "$CONFIG"
       check_report "$rotation" 2 "$code" --blocks 2
       lap rotation ;;
+    rotation-concurrency)
+      # the rotation of identical arms under 4 users: both placements of what `concurrency`
+      # asserts, and what `rotation` asserts of the combined report (a and b both linear; as in
+      # `concurrency`, batch noise may move their outputs: only incomparable exchanges count;
+      # arms3-postgres asserts a and b bisect identical)
+      rotate "$(concurrency_config)"
+      [ "$code" -lt 3 ] || fail "$rotation: exit code $code: no valid run (see $WORK/rotation.log)"
+      LOOKUP_B=linear check_report "$rotation" "$code" "$code" --blocks 2 --batch-noise
+      check_concurrency "$WORK/runs/$rotation/abserve.db" "$rotation" "reports/$rotation/report.json"
+      lap rotation-concurrency ;;
     postgres)
       run_id="check-postgres-$(date -u +%Y%m%d-%H%M%S)"
       code=0
@@ -270,35 +322,12 @@ raw["router"]["arms"]["hybrid"] = {"url": "http://vllm-hybrid:8000", "role": "ca
       [ "$step" = arms3 ] || no_sqlite_beside "$run_id"
       lap "$step" ;;
     concurrency)
-      configc="${WORK#"$PWD"/}/cpu-compose-concurrency.yaml"
-      derive_config "$configc" cpu-compose-concurrency '
-raw["arms"]["b"]["lookup"] = "linear"
-raw["load"]["users"] = 4'
+      configc="$(concurrency_config)"
       run_id="check-concurrency-$(date -u +%Y%m%d-%H%M%S)"
       code=0
       ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$configc" || code=$?
       [ "$code" -lt 3 ] || fail "$run_id: exit code $code: no valid run (see $WORK/runs/$run_id/compose.log)"
-      "$PY" - "$WORK/runs/$run_id/abserve.db" "$run_id" "reports/$run_id/report.json" <<'PY' || fail "$run_id: concurrency check"
-import json, sys
-from abserve.compare.pacing import peak_in_flight
-from abserve.store import Store
-store = Store.open(f"sqlite:///{sys.argv[1]}")
-try:
-    exchanges = list(store.iter_exchanges(sys.argv[2]))
-finally:
-    store.close()
-report = json.loads(open(sys.argv[3]).read())
-peaks = {arm: peak_in_flight(exchanges, arm) for arm in ("a", "b")}
-fails = [m.get("metric") or m.get("name") for m in report.get("metrics", []) if m.get("outcome") == "fail"]
-problems = [f"arm {a}: {n} requests in flight at once, above the 4 users" for a, n in peaks.items() if n > 4]
-problems += [f"arm {a}: never more than one request in flight: the load was not concurrent"
-             for a, n in peaks.items() if n < 2]
-problems += [f"latency gate(s) failed on identical arms: {fails}"] if fails else []
-print(f"{len(exchanges)} exchanges, peak in flight {peaks}, verdict {report.get('verdict')}, "
-      f"latency fails {fails or 'none'}")
-print("\n".join(problems))
-sys.exit(1 if problems else 0)
-PY
+      check_concurrency "$WORK/runs/$run_id/abserve.db" "$run_id" "reports/$run_id/report.json"
       lap concurrency ;;
     images)
       scripts/compose-images.sh dockerfiles
@@ -306,7 +335,7 @@ PY
     arm-killed|worker-killed|router-restart)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, images, arm-killed, worker-killed, router-restart)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, images, arm-killed, worker-killed, router-restart)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

@@ -103,13 +103,16 @@ def ours_running() -> bool:
 
 @pytest.mark.compose
 @pytest.mark.timeout(1800)
-# The check's steps but `signoff`: each of the rotation's two blocks is that same plain sign-off
-# (two arms, SQLite store, scripts/signoff.sh through compose), and arms3-postgres asserts
-# signoff.sh's own exit code, so a separate plain sign-off bought one more stack bring-up
-# (about 90 s of CI) and no evidence. arms3-postgres is the three-arm family with its store in
-# PostgreSQL: what the postgres and arms3 steps assert, in one bring-up (~100 s less).
+# The check's steps in two bring-ups fewer than `make compose-check`'s five steps: each of the
+# rotation's two blocks is a plain sign-off (two arms, SQLite store, scripts/signoff.sh through
+# compose), and arms3-postgres asserts signoff.sh's own exit code, so a separate plain sign-off
+# bought one more stack bring-up (about 90 s of CI) and no evidence. rotation-concurrency is the
+# rotation of the concurrency step's identical arms under 4 users: what `rotation` asserts of
+# the combined report and what `concurrency` asserts, in both placements (~90 s less).
+# arms3-postgres is the three-arm family (b bisect, hybrid) with its store in PostgreSQL: what
+# the postgres and arms3 steps assert, in one bring-up (~100 s less).
 # `make compose-check` (no steps named) still runs all five separately.
-@pytest.mark.parametrize("steps", [["rotation", "arms3-postgres", "concurrency"],
+@pytest.mark.parametrize("steps", [["rotation-concurrency", "arms3-postgres"],
                                    ["arm-killed", "worker-killed", "router-restart"]],
                          ids=["compose-check", "compose-faults"])
 def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:

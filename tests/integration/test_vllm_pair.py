@@ -5,14 +5,12 @@ step of its worker; a server started without the mode variable shows as unproven
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-from tests.integration.conftest import VllmPair, tiny_spec
+from tests.integration.conftest import VllmPair
 from tests.support.mm_requests import chat_request
 
-from abserve.launch.server import VllmServer, start_servers, stop_servers
 from abserve.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
 
 pytestmark = pytest.mark.vllm
@@ -71,14 +69,12 @@ def test_linear_examines_more_items_than_bisect_on_many_images(vllm_pair: VllmPa
     assert examined["a"] > 5 * examined["b"] > 0
 
 
-def test_server_without_mode_is_unproven(tmp_path: Path) -> None:
-    server = VllmServer("plain", tiny_spec(), None, tmp_path / "plain.log", tmp_path / "telemetry")
-    start_servers([server])
-    try:
-        ask(server.url, chat_request("tiny-llava", images=4, words=50))
-        proof = prove_lookup(read_telemetry(tmp_path / "telemetry"), "linear")
-        assert not proof.ok
-        assert proof.proven is None
-        assert "no telemetry" in proof.detail
-    finally:
-        stop_servers([server])
+def test_server_without_mode_is_unproven(vllm_pair: VllmPair) -> None:
+    server = vllm_pair.plain
+    assert server.telemetry_dir is not None
+    ask(server.url, chat_request(vllm_pair.model, images=4, words=50))
+    time.sleep(2 * FLUSH_INTERVAL_S + 0.2)  # a telemetry flush would have happened
+    proof = prove_lookup(read_telemetry(server.telemetry_dir), "linear")
+    assert not proof.ok
+    assert proof.proven is None
+    assert "no telemetry" in proof.detail

@@ -1,10 +1,13 @@
-"""Neighbours for the arms' cores (issue 34), for ``tests/e2e/test_neighbours.py`` and
+"""Neighbours for the arms' cores (issue 34), for ``tests/integration/test_neighbours_vllm.py`` and
 ``benchmarks/neighbours.py``.
 
 - ``busy_process(cpu)``: one process spinning on ``cpu`` (case a; case c on the other core).
-- ``other_run(cpu, out)``: two vLLM servers of "another run" (the tiny LLaVA of the selftest,
-  the same server flags) pinned to ``cpu``, each kept busy by a client thread sending
-  multimodal chat requests back to back (case b), as a second abserve run would.
+- ``busy_servers(servers, cpu, model)``: running vLLM servers of "another run" moved onto
+  ``cpu``, each kept busy by a client thread sending multimodal chat requests back to back
+  (case b), as a second abserve run would; ``tests/integration/test_neighbours_vllm.py`` uses
+  the test session's pair.
+- ``other_run(cpu, out)``: the same with two servers of its own (the tiny LLaVA of the
+  selftest, the same server flags), for ``benchmarks/neighbours.py``.
 - ``selftest_latency(out)``: ``abserve run configs/selftest/latency.yaml`` (the self-test's slow
   mutant: 5 ms per lookup call on arm ``slow``) as a subprocess; returns its ``report.json``.
 - ``verdict_of(report)``: what the issue's proof reads: the ``tpot.hl`` line, the injected
@@ -22,11 +25,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from abserve.launch.server import VllmServer
 
 REPO = Path(__file__).resolve().parents[2]
 LATENCY_CONFIG = REPO / "configs" / "selftest" / "latency.yaml"
@@ -56,9 +62,38 @@ def _keep_busy(url: str, model: str, stop: threading.Event, sent: list[int]) -> 
 
 
 @contextlib.contextmanager
+def busy_servers(servers: Sequence[VllmServer], cpu: int, model: str) -> Iterator[list[int]]:
+    """Running vLLM ``servers`` moved, every thread, onto ``cpu`` and each kept busy by a client
+    thread sending multimodal chat requests back to back, as a second abserve run would; yields
+    their PIDs. On exit the clients stop and each server goes back onto its own CPUs (every CPU
+    for a server that has none)."""
+    from abserve.launch.server import pin_tree
+
+    stop = threading.Event()
+    sent = [0]
+    clients: list[threading.Thread] = []
+    pids = [s.process.pid for s in servers if s.process is not None]
+    try:
+        for pid in pids:
+            pin_tree(pid, (cpu,))
+        for server in servers:
+            thread = threading.Thread(target=_keep_busy, args=(server.url, model, stop, sent), daemon=True)
+            thread.start()
+            clients.append(thread)
+        yield pids
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join(timeout=60)
+        for server, pid in zip(servers, pids, strict=False):
+            pin_tree(pid, server.cpus or sorted(os.sched_getaffinity(0)))
+
+
+@contextlib.contextmanager
 def other_run(cpu: int, out: Path, servers: int = 2) -> Iterator[list[int]]:
-    """``servers`` vLLM servers pinned to ``cpu``, each busy with back-to-back requests;
-    yields their PIDs once all answer ``/health``."""
+    """``servers`` vLLM servers of their own (the self-test's tiny LLaVA and server flags)
+    pinned to ``cpu``, each busy with back-to-back requests (``busy_servers``); yields their
+    PIDs once all answer ``/health``."""
     from abserve.config import load_experiment
     from abserve.launch.arm_servers import arm_spec
     from abserve.launch.orchestrator import ensure_model
@@ -69,21 +104,11 @@ def other_run(cpu: int, out: Path, servers: int = 2) -> Iterator[list[int]]:
     spec = arm_spec(config, model, "a")
     started = [VllmServer(f"other-{i}", spec, "linear", out / f"other-{i}.log", out / f"tel-{i}",
                           cpus=(cpu,)) for i in range(servers)]
-    stop = threading.Event()
-    sent = [0]
-    clients: list[threading.Thread] = []
     try:
         start_servers(started, pin_when_ready=True)  # start-up spread, then pinned to cpu
-        for server in started:
-            args = (server.url, spec.served_model_name, stop, sent)
-            thread = threading.Thread(target=_keep_busy, args=args, daemon=True)
-            thread.start()
-            clients.append(thread)
-        yield [s.process.pid for s in started if s.process is not None]
+        with busy_servers(started, cpu, spec.served_model_name) as pids:
+            yield pids
     finally:
-        stop.set()
-        for thread in clients:
-            thread.join(timeout=60)
         stop_servers(started)
 
 

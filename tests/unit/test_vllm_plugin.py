@@ -39,7 +39,7 @@ def run_python(code: str, env: dict[str, str]) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-PROBE = f"""
+PATCHED = f"""
     import importlib, json
     from vllm.plugins import load_general_plugins
     load_general_plugins()
@@ -49,33 +49,44 @@ PROBE = f"""
         modes[name] = getattr(module.get_mm_features_in_window, "abserve_mode", None)
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     timed = getattr(GPUModelRunner._gather_mm_embeddings, "abserve_timed", False)
-    print(json.dumps({{"modes": modes, "timed": timed}}))
+    result = {{"modes": modes, "timed": timed}}
 """
 
-
-COUNT = """
-    import json
+COUNTED = """
     from types import SimpleNamespace as NS
     from abserve import vllm_plugin
-    vllm_plugin.register()
     import vllm.v1.worker.gpu_model_runner as m
     feats = [NS(mm_position=NS(offset=10 * i, length=4)) for i in range(100)]
     assert m.get_mm_features_in_window(feats, 500, 520) == (50, 52)
     assert m.get_mm_features_in_window(feats, 0, 8) == (0, 1)
     c = vllm_plugin.current_telemetry().counters
-    print(json.dumps({"calls": c.lookup_calls, "examined": c.items_examined,
-                      "hist": c.items_per_request, "ns": c.lookup_ns}))
+    result.update({"calls": c.lookup_calls, "examined": c.items_examined,
+                   "hist": c.items_per_request, "ns": c.lookup_ns})
+"""
+
+REGISTERED = """
+    import json
+    from abserve import vllm_plugin
+    vllm_plugin.register()
+    result = {}
+"""
+
+PRINTED = """
+    print(json.dumps(result))
 """
 
 # Every fresh interpreter the vLLM tests below need: (code, environment, with a telemetry folder).
-# Each imports vLLM (about 8-30 s), so the module runs them two at a time, once, up front.
+# Each imports vLLM (about 8-30 s), so the module runs them two at a time, once, up front, and
+# one interpreter per environment answers every question asked of that environment: what the
+# plugin loader patched, and (where a mode is set) what the patched lookup counts.
 MODES = ("linear", "bisect", "hybrid")
 PROBES: dict[str, tuple[str, dict[str, str], bool]] = {
-    "unset": (PROBE, {}, True),
-    **{f"runner-{mode}": (PROBE, {"ABSERVE_MM_LOOKUP": mode}, True) for mode in MODES},
-    "all-bisect": (PROBE, {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}, False),
-    **{f"count-{mode}": (COUNT, {"ABSERVE_MM_LOOKUP": mode}, False) for mode in MODES},
-    "count-hybrid-101": (COUNT, {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}, False),
+    "unset": (PATCHED + PRINTED, {}, True),
+    **{mode: (PATCHED + COUNTED + PRINTED, {"ABSERVE_MM_LOOKUP": mode}, True) for mode in MODES},
+    "all-bisect": (PATCHED + PRINTED,
+                   {"ABSERVE_MM_LOOKUP": "bisect", "ABSERVE_MM_LOOKUP_SCOPE": "all"}, False),
+    "hybrid-101": (REGISTERED + COUNTED + PRINTED,
+                   {"ABSERVE_MM_LOOKUP": "hybrid", "ABSERVE_MM_HYBRID_THRESHOLD": "101"}, False),
 }
 
 
@@ -116,7 +127,7 @@ def test_unset_mode_leaves_vllm_untouched(probes: dict[str, Probe]) -> None:
 @pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
 @pytest.mark.parametrize("mode", MODES)
 def test_runner_scope_patches_runner_modules_only(mode: str, probes: dict[str, Probe]) -> None:
-    probe = probes[f"runner-{mode}"]
+    probe = probes[mode]
     modes = probe.result["modes"]
     assert {modes[m] for m in RUNNER} == {mode}
     assert {modes[m] for m in ENGINE} == {None}
@@ -136,7 +147,7 @@ def test_all_scope_also_patches_the_engine_core(probes: dict[str, Probe]) -> Non
 
 @pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
 def test_patched_lookup_counts_its_work(probes: dict[str, Probe]) -> None:
-    linear, bisect = probes["count-linear"].result, probes["count-bisect"].result
+    linear, bisect = probes["linear"].result, probes["bisect"].result
     assert linear["calls"] == bisect["calls"] == 2
     assert linear["examined"] == 53 + 2  # scans up to the first item past each window
     assert bisect["examined"] == bisect_probes(100, 50, 52) + bisect_probes(100, 0, 1)
@@ -144,8 +155,8 @@ def test_patched_lookup_counts_its_work(probes: dict[str, Probe]) -> None:
     assert linear["hist"] == {"64": 2}
     assert int(linear["ns"]) > 0
     # hybrid: 100 items is above the default threshold (vLLM's helper), below a raised one (the scan)
-    assert probes["count-hybrid"].result["examined"] == bisect["examined"]
-    assert probes["count-hybrid-101"].result["examined"] == linear["examined"]
+    assert probes["hybrid"].result["examined"] == bisect["examined"]
+    assert probes["hybrid-101"].result["examined"] == linear["examined"]
 
 
 def test_absent_and_non_binding_modules_are_skipped_and_said_so(monkeypatch: pytest.MonkeyPatch) -> None:

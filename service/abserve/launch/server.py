@@ -241,17 +241,7 @@ class VllmServer:
 
     def stop(self, grace_s: float = 15.0) -> None:
         """Stop the whole tree by PID: SIGTERM, wait, then SIGKILL what is left."""
-        if self.process is None:
-            return
-        procs = self.tree()
-        for proc in procs:
-            _signal(proc, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=grace_s)
-        for proc in alive:
-            _signal(proc, signal.SIGKILL)
-        psutil.wait_procs(alive, timeout=5)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
+        stop_servers([self], grace_s)
 
 
 @dataclass
@@ -363,6 +353,18 @@ def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,
         raise
 
 
-def stop_servers(servers: Sequence[VllmServer]) -> None:
+def stop_servers(servers: Sequence[VllmServer], grace_s: float = 15.0) -> None:
+    """Stop every server's whole tree by PID, all at once: SIGTERM to every process, one wait
+    for all of them (a vLLM server takes a few seconds to shut down), then SIGKILL what is left.
+    External arms are never stopped (their ``tree`` is empty)."""
+    procs = [proc for server in servers for proc in server.tree()]
+    for proc in procs:
+        _signal(proc, signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        _signal(proc, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=5)
     for server in servers:
-        server.stop()
+        if server.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.process.wait(timeout=5)

@@ -2,9 +2,25 @@
 
 Public surface: ``create_app(settings)`` (FastAPI app), ``RouterSettings`` /
 ``load_settings(path)`` and ``serve(settings)`` (uvicorn, used by ``abserve router``).
+
+``create_app`` is imported on first use: the load generator's processes (one Locust per
+block and profile) import the router's error and body helpers, and FastAPI with the app
+would cost each of them ~0.2 s of CPU for nothing.
 """
 
-from abserve.router.app import create_app
+from typing import TYPE_CHECKING, Any
+
 from abserve.router.settings import ArmSettings, Deadlines, RouterSettings, load_settings
 
+if TYPE_CHECKING:
+    from abserve.router.app import create_app
+
 __all__ = ["ArmSettings", "Deadlines", "RouterSettings", "create_app", "load_settings"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from abserve.router.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -50,6 +50,18 @@ def test_each_shortfall_is_named(changes: dict[str, Any], code: int, needle: str
     assert any(needle in p for p in problems), problems
 
 
+def test_under_batch_noise_only_incomparable_exchanges_count_against_equality() -> None:
+    drifted = {"equality": [{"left": "a", "right": "b", "comparable": 32, "summary": {
+        "mismatches": 10, "counts": {"drift": 10, "close": 0, "divergent": 0, "incomparable": 0}}}]}
+    assert check(report(**drifted), 2, EXPECT, blocks=2, batch_noise=True) == []
+    assert any("10 mismatches" in p for p in check(report(**drifted), 2, EXPECT, blocks=2))
+    lost = {"equality": [{"left": "a", "right": "b", "comparable": 30, "summary": {
+        "mismatches": 2, "counts": {"drift": 0, "incomparable": 2}}}]}
+    assert any("2 incomparable" in p for p in check(report(**lost), 2, EXPECT, batch_noise=True))
+    none = {"equality": [{"left": "a", "right": "b", "comparable": 0, "summary": {"mismatches": 0}}]}
+    assert any("no comparable" in p for p in check(report(**none), 2, EXPECT, batch_noise=True))
+
+
 def test_main_reads_the_report_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "report.json").write_text(json.dumps(report()))
     assert main([str(tmp_path), "--exit-code", "2", "--expect", "a=linear", "--expect", "b=bisect"]) == 0

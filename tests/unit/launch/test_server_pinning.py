@@ -22,13 +22,8 @@ from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_se
 pytestmark = [pytest.mark.server,  # a child process serves /health as vLLM would
               pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")]
 
-CHILD = """
-import http.server, json, os, sys, threading, time
-port, seen = int(sys.argv[1]), sys.argv[2]
-with open(seen, "w") as f:
-    json.dump([sorted(os.sched_getaffinity(0)), os.environ.get("VLLM_CPU_OMP_THREADS_BIND")], f)
-for _ in range(3):
-    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+# The end of every stand-in: /health answers 200, as vLLM's does.
+HEALTH = """
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers()
@@ -36,6 +31,15 @@ class Health(http.server.BaseHTTPRequestHandler):
         pass
 http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 """
+
+CHILD = """
+import http.server, json, os, sys, threading, time
+port, seen = int(sys.argv[1]), sys.argv[2]
+with open(seen, "w") as f:
+    json.dump([sorted(os.sched_getaffinity(0)), os.environ.get("VLLM_CPU_OMP_THREADS_BIND")], f)
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+""" + HEALTH
 
 
 @dataclass
@@ -82,3 +86,39 @@ def test_without_the_option_the_tree_is_pinned_from_exec(tmp_path: Path) -> None
         assert server.process is not None
     finally:
         stop_servers([server])
+
+
+SLOW_EXIT = """
+import http.server, signal, sys, time
+port, seen = int(sys.argv[1]), sys.argv[2]
+def on_term(*_):
+    with open(seen, "a") as f:
+        f.write(f"term {time.time()}\\n")
+    time.sleep(1.0)  # a vLLM server takes a few seconds to shut down
+    with open(seen, "a") as f:
+        f.write(f"exit {time.time()}\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+""" + HEALTH
+
+
+@dataclass
+class SlowExit(StandIn):
+    """A stand-in that takes a second to exit after SIGTERM and writes down when."""
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", SLOW_EXIT, str(self.port), str(self.seen)]
+
+
+def test_servers_are_stopped_together_not_one_after_another(tmp_path: Path) -> None:
+    spec = ServerSpec(model=str(tmp_path), startup_timeout_s=60)
+    servers = [SlowExit(name, spec, None, tmp_path / f"{name}.log", None, seen=tmp_path / f"{name}.txt")
+               for name in ("a", "b", "c")]
+    start_servers(servers)
+    stop_servers(servers)
+    events = {s.name: dict(line.split() for line in s.seen.read_text().splitlines()) for s in servers}
+    assert all(s.process is not None and s.process.poll() is not None for s in servers)
+    last_term = max(float(e["term"]) for e in events.values())
+    first_exit = min(float(e["exit"]) for e in events.values())
+    assert last_term < first_exit, events  # every server was told before any had finished

