@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,24 @@ def sum_counters(records: list[ProcessTelemetry]) -> Counters:
         for bucket, count in c.examined_per_request.items():
             total.examined_per_request[bucket] = total.examined_per_request.get(bucket, 0) + count
     return total
+
+
+def counters_since(now: Counters, then: Counters) -> Counters:
+    """What a process counted after ``then`` was read (every counter only grows)."""
+    grown: dict[str, Any] = {}
+    for f in fields(Counters):
+        after, before = getattr(now, f.name), getattr(then, f.name)
+        grown[f.name] = ({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+                         if isinstance(after, dict) else after - before)
+    return Counters(**grown)
+
+
+def since(records: list[ProcessTelemetry], baseline: list[ProcessTelemetry]) -> list[ProcessTelemetry]:
+    """Each process's record less what it had counted in ``baseline`` (an earlier read of the
+    same folder): one run's work on a server that served runs before it."""
+    before = {record.pid: record.counters for record in baseline}
+    return [replace(r, counters=counters_since(r.counters, before[r.pid])) if r.pid in before else r
+            for r in records]
 
 
 def prove_lookup(records: list[ProcessTelemetry], expected: str | None) -> Proof:

@@ -45,3 +45,29 @@ def test_provenance_and_combined_blocks_carry_the_buckets() -> None:
         telemetry=LookupTelemetry(items_per_request={"8": 2}, examined_per_request={"8": 13}))})
         for i in range(2)]
     assert _summed("b", runs).telemetry.examined_per_request == {"8": 26}
+
+
+def test_since_a_baseline_a_process_counts_only_what_came_after() -> None:
+    """A server kept for a later run (``abserve.launch.arm_pool``): that run's proof and
+    provenance see only its own lookups, per process and per bucket."""
+    from dataclasses import replace
+
+    from abserve.telemetry import prove_lookup, since
+
+    def record(pid: int, counters: Counters) -> ProcessTelemetry:
+        return ProcessTelemetry(pid=pid, process_name="VllmWorker", role="worker", mode="linear",
+                                scope="runner", vllm_version="x", patched=["m"], counters=counters)
+
+    earlier = counted([(8, 5), (100, 53)])
+    earlier.gather_calls = 2
+    now = replace(earlier, items_per_request=dict(earlier.items_per_request),
+                  examined_per_request=dict(earlier.examined_per_request))
+    now.add_lookup(100, 51, 4_000)
+    now.gather_calls += 1
+    later = since([record(7, now), record(9, counted([(2, 2)]))], [record(7, earlier)])
+    assert later[0].counters == Counters(lookup_calls=1, items_examined=51, lookup_ns=4_000,
+                                         gather_calls=1, items_per_request={"64": 1},
+                                         examined_per_request={"64": 51})
+    assert later[1].counters == counted([(2, 2)])  # a process the baseline did not know: all of it
+    assert prove_lookup(since([record(7, earlier)], [record(7, earlier)]), "linear").proven is None
+    assert prove_lookup(later, "linear").proven == "linear"

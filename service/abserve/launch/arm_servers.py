@@ -23,7 +23,7 @@ import httpx
 
 from abserve.arms import render_args, resolve
 from abserve.launch.server import ExternalServer, ServerSpec, VllmServer
-from abserve.telemetry import prove_lookup, read_telemetry
+from abserve.telemetry import prove_lookup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -95,7 +95,7 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
         if expected is None:
             console.print(f"arm {name} ({config.arms[name].kind}): [yellow]unproven[/] (no lookup to prove)")
             continue
-        proof = prove_lookup(read_telemetry(server.telemetry_dir) if server.telemetry_dir else [], expected)
+        proof = prove_lookup(server.telemetry(), expected)
         if not proof.ok:
             raise ArmProofError(f"arm {name} did not prove lookup {expected!r}: {proof.detail}")
         console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")

@@ -11,15 +11,9 @@ refuses a second concurrent run on the same machine.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import secrets
-import signal
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -31,6 +25,7 @@ from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
+from abserve.launch.arm_pool import ArmPool
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
 from abserve.launch.looks import IncrementalLooks
@@ -50,42 +45,15 @@ from abserve.launch.rounds import (
     wait_recorded,
 )
 from abserve.launch.router_process import RouterProcess, router_settings
+from abserve.launch.run_guard import exclusive_run, sigterm_as_interrupt
 from abserve.launch.run_paths import RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.provenance_records import BlockRecord
 from abserve.records import RunInfo
-from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup, read_telemetry
+from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
 
-LOCK_ENV = "ABSERVE_RUN_LOCK"  # the lock file's path (default: abserve-run.lock in the temp dir)
 EXIT_INVALID = 3
-
-
-@contextmanager
-def exclusive_run(lock_path: Path | None = None) -> Iterator[None]:
-    """Refuse a second ``abserve run`` on this machine while one is running. The lock is
-    one absolute path for the machine (``run_lock_path``), whatever the working directory."""
-    lock_path = lock_path or run_lock_path()
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise RunRefused(
-                f"another abserve run is in progress ({holder}); wait for it or stop it") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        yield
-
-
-def run_lock_path() -> Path:
-    """``$ABSERVE_RUN_LOCK`` when set, else ``abserve-run.lock`` in the temp directory; absolute."""
-    configured = os.environ.get(LOCK_ENV)
-    return Path(configured or Path(tempfile.gettempdir()) / "abserve-run.lock").resolve()
 
 
 def ensure_model(config: ExperimentConfig) -> Path:
@@ -132,18 +100,18 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
         if server.telemetry_dir is None:
             raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
         expected = config.arms[name].expected_mode
-        proof = await_proof(server.telemetry_dir, expected)
+        proof = await_proof(server, expected)
         if not proof.ok:
             raise RunError(f"arm {name} did not prove lookup {expected!r}: {proof.detail}")
         console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")
 
 
-def await_proof(telemetry_dir: Path, expected: str | None, flushes: int = 4) -> Proof:
+def await_proof(server: VllmServer, expected: str | None, flushes: int = 4) -> Proof:
     """The arm's proof, read again until it holds or ``flushes`` telemetry flushes passed
     (the plugin writes its counters every ``FLUSH_INTERVAL_S``)."""
     deadline = time.monotonic() + flushes * FLUSH_INTERVAL_S
     while True:
-        proof = prove_lookup(read_telemetry(telemetry_dir), expected)
+        proof = prove_lookup(server.telemetry(), expected)
         if proof.ok or time.monotonic() >= deadline:
             return proof
         time.sleep(FLUSH_INTERVAL_S / 5)
@@ -299,11 +267,13 @@ def new_run_id(config: ExperimentConfig) -> str:
 
 
 def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console,
-                   budget: BudgetConfig | None = None) -> int:
+                   budget: BudgetConfig | None = None, pool: ArmPool | None = None) -> int:
     """Run the whole experiment; return the report's exit code (3 when the run is invalid).
 
     With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
-    after each and stops when the answer is known (``abserve.launch.rounds``).
+    after each and stops when the answer is known (``abserve.launch.rounds``). With a
+    ``pool`` (``abserve selftest``) arms take over servers an earlier experiment kept, and
+    leave theirs to later ones (``abserve.launch.arm_pool``).
 
     A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
@@ -327,12 +297,14 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             model = ensure_model(config)
             facts = check_arm_setup(config, model)
-            servers = make_servers(config, model, paths)
+            servers, to_start = (pool or ArmPool()).adopt(config, make_servers(config, model, paths))
             modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}"
                               for n, a in config.arms.items())
             console.print(f"starting arms {modes} ...")
+            if kept := [name for name, server in servers.items() if server.process is not None]:
+                console.print(f"arms {', '.join(kept)}: servers kept running from an earlier experiment")
             started = time.monotonic()
-            start_servers(list(servers.values()), pin_when_ready=True)
+            start_servers(to_start, pin_when_ready=True)
             console.print(f"arms ready in {time.monotonic() - started:.0f} s")
             prove_arms(config, servers, console)
             router = RouterProcess(
@@ -355,7 +327,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         finally:
             if router is not None:
                 router.stop()
-            stop_servers(list(servers.values()))
+            stop_servers((pool or ArmPool()).release(config, servers, finished))
             if router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
     if died is not None:  # judged anyway: the report is INVALID and says which arm and why
@@ -382,25 +354,6 @@ def mark_interrupted(database_url: str, run_id: str) -> None:
     with Store.open(database_url) as store:
         if store.get_run(run_id) is not None:
             store.finish_run(run_id, "interrupted")
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C, so the same clean-up runs for both.
-
-    SIGINT gets Python's own handler back even when the run was started with SIGINT ignored
-    (a shell starts background jobs that way): a run must stay interruptible."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
 
 
 def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,

@@ -58,7 +58,7 @@ def arm_provenance(name: str, server: VllmServer, arm: ArmConfig,
     from abserve.arms import masked
     from abserve.vllm_plugin import installed_vllm_version
 
-    records = read_telemetry(server.telemetry_dir) if server.telemetry_dir else []
+    records = server.telemetry()
     provenance = proven_provenance(records, arm.expected_mode)
     if not records:
         provenance.proof_detail = provenance.proof_detail or "unproven: no lookup to prove"

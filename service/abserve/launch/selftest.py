@@ -2,7 +2,8 @@
 
 A comparison service earns trust only by failing wrong builds and passing identical ones.
 ``configs/selftest.yaml`` names a few experiments (each an ordinary ``abserve run`` config, run
-one after another so no more than four servers share the machine) and the checks to make on
+one after another so no more than four servers share the machine; an arm's server that a later
+experiment wants again is kept for it, ``abserve.launch.arm_pool``) and the checks to make on
 their stored records (``abserve.launch.selftest_checks``): the A/A' pair must pass, the real
 change is reported as measured, the correctness mutant must fail on equality naming the first
 divergent request and position, and the slowness mutant must fail on latency with its injected
@@ -26,6 +27,7 @@ from rich.console import Console
 from abserve.compare import load_policy
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.config_paths import rebase_selftest
+from abserve.launch.arm_pool import ArmPool, managed
 from abserve.launch.selftest_checks import CheckResult, CheckSpec, evaluate
 from abserve.packaged import resolve_config
 from abserve.report.selftest_md import results_markdown, results_table
@@ -84,7 +86,26 @@ def load_selftest(path: Path) -> SelftestConfig:
     return SelftestConfig.model_validate(rebase_selftest(raw, path.parent))
 
 
-def run_one(name: str, config_path: Path, out: Path, console: Console) -> ExperimentOutcome:
+def planned_pool(experiments: dict[str, Path], out: Path) -> ArmPool:
+    """A pool that keeps an arm's server for the later experiments that want one like it
+    (``abserve.launch.arm_pool``); an experiment that cannot be read is left to ``run_one``."""
+    from abserve.config import load_experiment
+    from abserve.launch.orchestrator import RunRefused, ensure_model, make_servers
+    from abserve.launch.run_paths import RunPaths
+
+    pool = ArmPool()
+    for name, path in experiments.items():
+        try:
+            config = load_experiment(path)
+            made = make_servers(config, ensure_model(config), RunPaths(out / "experiments" / name))
+        except (RunRefused, ValueError, OSError):
+            continue
+        pool.expect(managed(config, made).values())
+    return pool
+
+
+def run_one(name: str, config_path: Path, out: Path, console: Console,
+            pool: ArmPool | None = None) -> ExperimentOutcome:
     """Run one experiment with ``abserve run`` and find its run id in its store."""
     from abserve.config import load_experiment
     from abserve.launch.orchestrator import RunError, run_experiment
@@ -92,7 +113,8 @@ def run_one(name: str, config_path: Path, out: Path, console: Console) -> Experi
     outcome = ExperimentOutcome(name=name, config=str(config_path), out_dir=str(out))
     began = time.monotonic()
     try:
-        outcome.exit_code = run_experiment(load_experiment(config_path), config_path, out, console)
+        outcome.exit_code = run_experiment(load_experiment(config_path), config_path, out, console,
+                                           pool=pool)
         outcome.run_id = stored_run_id(out)
     except (RunError, ValueError, OSError) as exc:
         outcome.error = f"{type(exc).__name__}: {exc}"
@@ -165,10 +187,12 @@ def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool =
         experiments = {e.name: e.model_copy(update={"out_dir": str(out / "experiments" / e.name)})
                        for e in earlier.experiments}  # where they are now, if OUT was moved
     else:
-        experiments = {
-            name: run_one(name, path, out / "experiments" / name, console)
-            for name, path in config.experiments.items()
-        }
+        pool = planned_pool(config.experiments, out)
+        try:
+            experiments = {name: run_one(name, path, out / "experiments" / name, console, pool)
+                           for name, path in config.experiments.items()}
+        finally:
+            pool.close()
     checks = [judge_check(spec, experiments[spec.experiment], policy, out) for spec in config.checks]
     not_run = any(e.run_id is None for e in experiments.values())
     ok = all(c.holds for c in checks) and not not_run

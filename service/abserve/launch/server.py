@@ -28,6 +28,7 @@ import psutil
 from pydantic import BaseModel, Field
 
 from abserve.launch.start_cpus import machine_start_binds
+from abserve.telemetry import ProcessTelemetry, read_telemetry, since
 from abserve.vllm_plugin import MODE_ENV, SCOPE_ENV, TELEMETRY_ENV
 
 OFFLINE_ENV = {
@@ -144,6 +145,9 @@ class VllmServer:
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ready_after_s: float | None = None
+    # what the server had counted when this run took it over from an earlier one
+    # (``abserve.launch.arm_pool``); empty for a server this run started
+    telemetry_baseline: list[ProcessTelemetry] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -188,6 +192,16 @@ class VllmServer:
         """Move the running tree, every thread of it, onto ``cpus`` (no-op without cpus)."""
         if self.cpus and self.process is not None:
             pin_tree(self.process.pid, self.cpus)
+
+    def telemetry(self) -> list[ProcessTelemetry]:
+        """The server's telemetry records, less what they held at ``telemetry_baseline``."""
+        if self.telemetry_dir is None:
+            return []
+        return since(read_telemetry(self.telemetry_dir), self.telemetry_baseline)
+
+    def count_telemetry_from_now(self) -> None:
+        """From now on ``telemetry`` holds only what the server counts after this call."""
+        self.telemetry_baseline = read_telemetry(self.telemetry_dir) if self.telemetry_dir else []
 
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Block until ``/health`` answers 200; raise ``ServerStartError`` otherwise."""
@@ -296,8 +310,11 @@ def pin_tree(pid: int, cpus: Sequence[int]) -> None:
     """Move every thread of a process tree onto ``cpus`` (re-pinning a running server).
 
     Affinity is per thread on Linux, and the CPU worker's OpenMP threads pinned
-    themselves, so each thread of each process is moved, not only the main ones.
+    themselves, so each thread of each process is moved, not only the main ones. PID 1's tree
+    is the whole machine: refused.
     """
+    if pid <= 1:
+        raise ValueError(f"refusing to pin the process tree of PID {pid}")
     root = psutil.Process(pid)
     for proc in [root, *root.children(recursive=True)]:
         try:

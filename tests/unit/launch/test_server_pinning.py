@@ -122,3 +122,11 @@ def test_servers_are_stopped_together_not_one_after_another(tmp_path: Path) -> N
     last_term = max(float(e["term"]) for e in events.values())
     first_exit = min(float(e["exit"]) for e in events.values())
     assert last_term < first_exit, events  # every server was told before any had finished
+
+
+@pytest.mark.parametrize("pid", [1, 0, -1])
+def test_the_whole_machines_tree_is_never_pinned(pid: int) -> None:
+    from abserve.launch.server import pin_tree
+
+    with pytest.raises(ValueError, match="refusing"):
+        pin_tree(pid, [0])
