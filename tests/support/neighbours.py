@@ -25,7 +25,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +51,13 @@ def busy_process(cpu: int) -> Iterator[int]:
         hog.wait()
 
 
-def _keep_busy(url: str, model: str, stop: threading.Event, sent: list[int]) -> None:
+def _keep_busy(url: str, model: str, stop: threading.Event, sent: list[int],
+               begin: Callable[[], bool]) -> None:
     from abserve.launch.probe import probe_body
 
     body = probe_body(model, images=8) | {"max_tokens": 32}
+    while not stop.is_set() and not begin():
+        stop.wait(0.5)
     with httpx.Client(timeout=120) as client:
         while not stop.is_set():
             with contextlib.suppress(httpx.HTTPError):
@@ -61,31 +65,47 @@ def _keep_busy(url: str, model: str, stop: threading.Event, sent: list[int]) -> 
                 sent[0] += 1
 
 
+def router_up(run_dir: Path) -> Callable[[], bool]:
+    """Whether the run writing to ``run_dir`` has its router up (its arms started and proven)."""
+    log = run_dir / "logs" / "router.log"
+    return lambda: log.is_file() and "router up" in log.read_text(errors="replace")
+
+
+@dataclass
+class Busy:
+    """The busy servers' PIDs, and how many requests they answered so far."""
+
+    pids: list[int]
+    sent: list[int] = field(default_factory=lambda: [0])  # shared with the client threads
+
+
 @contextlib.contextmanager
-def busy_servers(servers: Sequence[VllmServer], cpu: int, model: str) -> Iterator[list[int]]:
+def busy_servers(servers: Sequence[VllmServer], cpu: int, model: str,
+                 begin: Callable[[], bool] = lambda: True) -> Iterator[Busy]:
     """Running vLLM ``servers`` moved, every thread, onto ``cpu`` and each kept busy by a client
-    thread sending multimodal chat requests back to back, as a second abserve run would; yields
-    their PIDs. On exit the clients stop and each server goes back onto its own CPUs (every CPU
-    for a server that has none)."""
+    thread sending multimodal chat requests back to back, as a second abserve run would, from
+    the moment ``begin()`` holds (e.g. ``router_up``: the judged run's own start-up is not what
+    is measured); yields their PIDs and answered requests. On exit the clients stop and each
+    server goes back onto its own CPUs (every CPU for a server that has none)."""
     from abserve.launch.server import pin_tree
 
     stop = threading.Event()
-    sent = [0]
+    busy = Busy([s.process.pid for s in servers if s.process is not None])
     clients: list[threading.Thread] = []
-    pids = [s.process.pid for s in servers if s.process is not None]
     try:
-        for pid in pids:
+        for pid in busy.pids:
             pin_tree(pid, (cpu,))
         for server in servers:
-            thread = threading.Thread(target=_keep_busy, args=(server.url, model, stop, sent), daemon=True)
+            thread = threading.Thread(target=_keep_busy, args=(server.url, model, stop, busy.sent, begin),
+                                      daemon=True)
             thread.start()
             clients.append(thread)
-        yield pids
+        yield busy
     finally:
         stop.set()
         for thread in clients:
             thread.join(timeout=60)
-        for server, pid in zip(servers, pids, strict=False):
+        for server, pid in zip(servers, busy.pids, strict=False):
             pin_tree(pid, server.cpus or sorted(os.sched_getaffinity(0)))
 
 
@@ -106,8 +126,8 @@ def other_run(cpu: int, out: Path, servers: int = 2) -> Iterator[list[int]]:
                           cpus=(cpu,)) for i in range(servers)]
     try:
         start_servers(started, pin_when_ready=True)  # start-up spread, then pinned to cpu
-        with busy_servers(started, cpu, spec.served_model_name) as pids:
-            yield pids
+        with busy_servers(started, cpu, spec.served_model_name) as busy:
+            yield busy.pids
     finally:
         stop_servers(started)
 
