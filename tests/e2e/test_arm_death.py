@@ -6,7 +6,6 @@ had its answer to before the kill is in the store."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 import yaml
 from tests.e2e.test_run_cli import abserve, processes_marked, small_config
 
+from abserve.launch.server import API_SERVER
 from abserve.store import Store
 from abserve.traffic.timing import read_timings
 
@@ -26,7 +26,7 @@ def server_tree(port: int) -> list[psutil.Process]:
     """The vLLM server listening on ``port`` and all its descendants."""
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if "vllm.entrypoints.openai.api_server" in cmd and str(port) in cmd:
+        if any(API_SERVER in part for part in cmd) and str(port) in cmd:
             return [proc, *proc.children(recursive=True)]
     raise AssertionError(f"no vLLM server on port {port}")
 
@@ -46,9 +46,10 @@ def recorded(log: Path) -> int:
     return log.read_text().count("recorded:") if log.exists() else 0
 
 
-def test_an_arm_killed_mid_run_stops_the_run_invalid_with_its_cause(tmp_path: Path) -> None:
+def test_an_arm_killed_mid_run_stops_the_run_invalid_with_its_cause(tmp_path: Path,
+                                                                   run_marker: str) -> None:
     out = tmp_path / "out"
-    marker = f"arm-death-{os.getpid()}-{time.time_ns()}"
+    marker = run_marker
     config = small_config(tmp_path)
     data = yaml.safe_load(config.read_text())
     data["load"]["profiles"][0]["requests"] = 400  # still sending when the arm is killed

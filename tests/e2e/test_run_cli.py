@@ -102,9 +102,10 @@ def test_a_server_that_cannot_start_stops_the_run_with_its_log_tail(tmp_path: Pa
 
 
 @pytest.mark.vllm
-def test_interrupted_run_stops_everything_and_its_report_is_invalid(tmp_path: Path) -> None:
+def test_interrupted_run_stops_everything_and_its_report_is_invalid(tmp_path: Path,
+                                                                     run_marker: str) -> None:
     out = tmp_path / "out"
-    marker = f"interrupt-{os.getpid()}-{time.time_ns()}"
+    marker = run_marker
     proc = abserve(
         "run", str(small_config(tmp_path)), "--out", str(out), lock=tmp_path / "run.lock", marker=marker
     )

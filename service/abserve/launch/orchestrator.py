@@ -292,12 +292,13 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     finished = False
     died: ArmDeath | None = None
     facts: dict[str, ArmFacts] = {}
+    pool = pool or ArmPool()  # without one, this run's servers are all its own
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             model = ensure_model(config)
             facts = check_arm_setup(config, model)
-            servers, to_start = (pool or ArmPool()).adopt(config, make_servers(config, model, paths))
+            servers, to_start = pool.adopt(config, make_servers(config, model, paths))
             modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}"
                               for n, a in config.arms.items())
             console.print(f"starting arms {modes} ...")
@@ -327,7 +328,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         finally:
             if router is not None:
                 router.stop()
-            stop_servers((pool or ArmPool()).release(config, servers, finished))
+            stop_servers(pool.release(config, servers, finished))
             if router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
     if died is not None:  # judged anyway: the report is INVALID and says which arm and why
