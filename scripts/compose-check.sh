@@ -2,11 +2,12 @@
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
-#                                           (default: all); what `make test` runs:
+#                                           decide text-only (default: all); what `make test`
+#                                           runs: decide-postgres (the decisive sign-off of a
+#                                           family, stored in PostgreSQL), text-only and
 #                                           rotation-concurrency (the rotation of the
-#                                           concurrency step's identical arms) and
-#                                           arms3-postgres (arms3 and postgres in one bring-up)
-#     and the fault cases of scripts/compose-faults.sh: arm-killed worker-killed router-restart
+#                                           concurrency step's identical arms)
+#     and the fault cases of scripts/compose-faults.sh: arm-killed orchestrator-stopped
 #     (`make compose-faults`); `images` builds and smoke-tests the GPU host's own Dockerfiles
 #     (abserve.Dockerfile, and vllm-cpu.Dockerfile for vLLM's) from a Debian base and a
 #     local wheelhouse (about 20 minutes cold; `make compose-images`)
@@ -16,9 +17,10 @@
 #    imported; the containers run the host's /usr, Python and this project read-only).
 # 3. Model: the tiny vision-language model abserve builds offline, laid into a Hugging Face
 #    cache as the snapshot of the revision configs/cpu-compose.yaml pins.
-# 4. signoff: scripts/signoff.sh configs/cpu-compose.yaml with COMPOSE_FILE naming
-#    docker-compose.yml and docker-compose.cpu.yml (the one place the CPU stack differs);
-#    asserts signoff.sh's exit code, the report's verdict and each arm's proof.
+# 4. Every step runs scripts/signoff.sh (COMPOSE_FILE naming docker-compose.yml and
+#    docker-compose.cpu.yml, the one place the CPU stack differs): the orchestrator service runs
+#    `abserve run --target compose`, and the step asserts signoff.sh's exit code, the report's
+#    verdict and each arm's proof. signoff: configs/cpu-compose.yaml's fixed plan.
 #    rotation: scripts/gpu-rotation.sh with 2 blocks (the arms swap cores 0 and 1); asserts
 #    the combined report. postgres: the sign-off with its store in PostgreSQL (a server
 #    container on the stack's network, docker/compose-check.postgres.yml). arms3: three arms,
@@ -28,6 +30,11 @@
 #    proof in each candidate's report. concurrency: identical arms (both linear) under
 #    closed-loop Locust with 4 users: asserts that no arm ever had more than 4 requests in
 #    flight (the router added no queue of its own) and that no latency gate failed.
+#    decide: the sequential sign-off under a budget, a family on one core: b identical to a
+#    (A/A') must PASS and drop (the drop-straddle mutant, an extra arm) must FAIL, and the run
+#    must stop decided, before its budget. text-only: arms without a lookup (vLLM untouched,
+#    identified by what their servers ran) replaying a text-only traffic file from traffic/:
+#    PASS, decided before the budget.
 # 5. Teardown, whatever happened: what this check created and nothing else. Everything it
 #    makes carries its own marks: the compose project abserve-check-<id> (compose labels every
 #    container, network and volume with com.docker.compose.project) and the label
@@ -47,7 +54,7 @@ WORK="$PWD/.abserve/compose"
 ENV_FILE="$WORK/cpu.env"
 TIMES="$WORK/times.txt"
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres arms3 concurrency)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres arms3 concurrency decide text-only)
 PY=.venv/bin/python
 # This check's marks (see 5.): its id, its compose project, the label of its images.
 export ABSERVE_CHECK_ID="${ABSERVE_CHECK_ID:-$(date -u +%Y%m%d-%H%M%S)-$$}"
@@ -119,14 +126,14 @@ teardown() {
 check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]  (LOOKUP_B: b's lookup, bisect)
   local run_id="$1" want="$2" got="$3"; shift 3
   [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
-  "$PY" -m abserve.deploy.check_report "reports/$run_id" --exit-code "$got" \
-    --expect a=linear --expect "b=${LOOKUP_B:-bisect}" "$@" || fail "$run_id: report check"
+  "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id" --exit-code "$got" \
+    --expect "a=${LOOKUP_A:-linear}" --expect "b=${LOOKUP_B:-bisect}" "$@" || fail "$run_id: report check"
 }
 
 check_family() {  # check_family RUN_ID EXPECTED_EXIT ACTUAL_EXIT CANDIDATE...: a family's report
   local run_id="$1" want="$2" got="$3"; shift 3
   [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
-  "$PY" - "reports/$run_id" "$got" "$@" <<'PY' || fail "$run_id: family report check"
+  "$PY" - "$WORK/runs/$run_id" "$got" "$@" <<'PY' || fail "$run_id: family report check"
 import json, sys
 from pathlib import Path
 out, code, candidates = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
@@ -144,10 +151,38 @@ PY
   local candidate vs_code
   for candidate in "$@"; do
     vs_code="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["exit_code"])' \
-      "reports/$run_id/vs-$candidate/report.json")" || fail "$run_id: no report for $candidate"
-    "$PY" -m abserve.deploy.check_report "reports/$run_id/vs-$candidate" --exit-code "$vs_code" \
+      "$WORK/runs/$run_id/vs-$candidate/report.json")" || fail "$run_id: no report for $candidate"
+    "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id/vs-$candidate" --exit-code "$vs_code" \
       --expect a=linear --expect b=bisect --expect hybrid=hybrid || fail "$run_id: vs-$candidate report check"
   done
+}
+
+check_decided_family() {  # check_decided_family RUN_ID ACTUAL_EXIT: the decide step's family:
+  # b (identical to a) passed, drop (the drop-straddle mutant) failed, each arm proved its
+  # build, and the run stopped decided before its budget
+  local run_id="$1" got="$2"
+  [ "$got" = 1 ] || fail "$run_id: exit code $got, expected 1: the mutant fails (see $WORK/runs/$run_id/compose.log)"
+  "$PY" - "$WORK/runs/$run_id" <<'PY' || fail "$run_id: decided family check"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+family = json.loads((out / "report.json").read_text())
+b, drop = (json.loads((out / f"vs-{arm}" / "report.json").read_text()) for arm in ("b", "drop"))
+problems = []
+if b.get("verdict") != "pass":
+    problems.append(f"b (identical to a) is {b.get('verdict')!r}, expected pass: {b.get('stop_reason')}")
+if drop.get("verdict") != "fail":
+    problems.append(f"drop (a mutant) is {drop.get('verdict')!r}, expected fail")
+if b.get("decided") is not True:
+    problems.append(f"the run did not stop decided: {b.get('stop_reason')!r}")
+proofs = {arm: (drop if arm == "drop" else b)["arms"][arm]["proven_lookup"] for arm in ("a", "b", "drop")
+          if arm in (drop if arm == "drop" else b)["arms"]}
+if proofs != {"a": "linear", "b": "linear", "drop": "linear+drop-straddle"}:
+    problems.append(f"proofs {proofs}")
+print("\n".join(problems) or f"family {family.get('verdict')}: b pass, drop fail, decided after "
+      f"{b.get('requests')} requests ({b.get('stop_reason')}); proofs {proofs}")
+sys.exit(1 if problems else 0)
+PY
 }
 
 in_postgres() {  # in_postgres COMMAND...: COMMAND with the stack's store in PostgreSQL (a server
@@ -162,7 +197,13 @@ no_sqlite_beside() {  # no_sqlite_beside RUN_ID: a run stored in PostgreSQL wrot
   [ ! -e "$WORK/runs/$1/abserve.db" ] || fail "$1: a SQLite store was written beside PostgreSQL"
 }
 
+# Derived configs and traffic files live where the stack mounts them (configs/ and traffic/ of
+# the checkout, as on a GPU host), in folders git ignores.
+DERIVED=configs/local/compose-check
+TRAFFIC=traffic/compose-check
+
 derive_config() {  # derive_config OUT NAME PYTHON: configs/cpu-compose.yaml edited by PYTHON (raw)
+  mkdir -p "$(dirname "$1")"
   "$PY" - "$CONFIG" "$1" "$2" "$3" <<'PY'
 import sys, yaml
 raw = yaml.safe_load(open(sys.argv[1]))
@@ -172,9 +213,50 @@ open(sys.argv[2], "w").write(yaml.safe_dump(raw, sort_keys=False))
 PY
 }
 
+# The decisive design both sequential steps share: a small round (8 blocks of the profile's
+# requests), at least 2 rounds, the self-test's policy (A/A' decided in ~60 requests on one
+# core), a budget the decision fits well within.
+SEQUENTIAL='
+raw["router"].pop("arms")
+raw["blocks"] = {"count": 8, "order": "fixed", "warmup_requests": 4}
+raw["budget"] = {"seconds": 420, "min_rounds": 2}
+raw["policy"] = "configs/policy/selftest.yaml"'
+
+decide_config() {  # decide_config: a family on one core: b identical to a, drop the drop-straddle
+  # mutant (an extra arm); many-items requests, one user, sequential; prints its path
+  local config="$DERIVED/cpu-compose-decide.yaml"
+  derive_config "$config" cpu-compose-decide "$SEQUENTIAL"'
+raw["arms"] = {"a": {"lookup": "linear", "role": "baseline"}, "b": {"lookup": "linear", "role": "candidate"},
+               "drop": {"lookup": "linear", "mutant": "drop-straddle", "role": "candidate"}}
+raw["load"] = {"users": 1, "seed": 1, "profiles": [{"profile": "many-items", "requests": 64, "set": {
+    "images.count": [8, 32], "text.words": [8, 32], "max_tokens": 16}}]}'
+  echo "$config"
+}
+
+text_only_config() {  # text_only_config: arms without a lookup replaying a text-only traffic
+  # file (OpenAI request JSON Lines written into traffic/), sequential; prints its path
+  local config="$DERIVED/cpu-compose-text.yaml" traffic="$TRAFFIC/text-only.jsonl"
+  mkdir -p "$TRAFFIC"
+  "$PY" - "$traffic" <<'PY'
+import json, random, sys
+rng = random.Random(7)
+words = "the a gather window image token step chunk lookup scan bisect server request arm".split()
+with open(sys.argv[1], "w") as out:
+    for i in range(96):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
+        out.write(json.dumps({"model": "tiny-llava", "temperature": 0, "max_tokens": 16,
+                              "messages": [{"role": "user", "content": f"{i}: {text}"}]}) + "\n")
+PY
+  derive_config "$config" cpu-compose-text "$SEQUENTIAL"'
+raw["arms"] = {"a": {"role": "baseline"}, "b": {"role": "candidate"}}
+raw["load"] = {"users": 1, "profiles": [{"kind": "file", "requests": 96, "profile": "file-text-only",
+    "file": {"path": "../../../traffic/compose-check/text-only.jsonl", "replay": "closed"}}]}'
+  echo "$config"
+}
+
 concurrency_config() {  # concurrency_config: configs/cpu-compose.yaml with identical arms
   # (both linear) under 4 closed-loop Locust users; prints its path
-  local configc="${WORK#"$PWD"/}/cpu-compose-concurrency.yaml"
+  local configc="$DERIVED/cpu-compose-concurrency.yaml"
   derive_config "$configc" cpu-compose-concurrency '
 raw["arms"]["b"]["lookup"] = "linear"
 raw["load"]["users"] = 4'
@@ -246,16 +328,11 @@ rm -rf "$WORK/hf-cache"
 mkdir -p "$snapshot"
 cp .abserve/models/tiny-llava/* "$snapshot/"
 
-api_key="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(24))')"
-router_port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat > "$ENV_FILE" <<ENV
 # Written by scripts/compose-check.sh for the CPU stack (regenerated every run).
-ABSERVE_API_KEY=$api_key
 ABSERVE_RUNS_DIR=$WORK/runs
 ABSERVE_HF_CACHE=$WORK/hf-cache
 ABSERVE_FETCH_OFFLINE=1
-ABSERVE_ROUTER_BIND=127.0.0.1
-ABSERVE_ROUTER_PORT=$router_port
 ABSERVE_GPU_A=0
 ABSERVE_GPU_B=1
 ABSERVE_GPU_A2=0
@@ -263,8 +340,6 @@ ABSERVE_HOST_PYTHON=$("$PY" -c 'import sys; print(sys.base_prefix)')
 ABSERVE_HOST_PROJECT=$PWD
 ABSERVE_SHM_SIZE=1gb
 ABSERVE_ARM_HEALTH_INTERVAL=3s
-ABSERVE_ROUTER_HEALTH_INTERVAL=2s
-ABSERVE_LOCUST_WORKERS=1
 ABSERVE_PG_PASSWORD=$("$PY" -c 'import secrets; print(secrets.token_hex(16))')
 ENV
 # The experiment section, as .env.example carries the 3B config's (signoff.sh derives it
@@ -295,7 +370,7 @@ for step in "${STEPS[@]}"; do
       rotate "$(concurrency_config)"
       [ "$code" -lt 3 ] || fail "$rotation: exit code $code: no valid run (see $WORK/rotation.log)"
       LOOKUP_B=linear check_report "$rotation" "$code" "$code" --blocks 2 --batch-noise
-      check_concurrency "$WORK/runs/$rotation/abserve.db" "$rotation" "reports/$rotation/report.json"
+      check_concurrency "$WORK/runs/$rotation/abserve.db" "$rotation" "$WORK/runs/$rotation/report.json"
       lap rotation-concurrency ;;
     postgres)
       run_id="check-postgres-$(date -u +%Y%m%d-%H%M%S)"
@@ -308,10 +383,11 @@ for step in "${STEPS[@]}"; do
       # configs/cpu-compose.yaml plus a third candidate arm (written under .abserve/, which
       # the CPU stack's containers see at /app like the rest of the checkout); arms3-postgres:
       # the same with the store in PostgreSQL (both steps' evidence in one stack bring-up).
-      config3="${WORK#"$PWD"/}/cpu-compose-3arms.yaml"
+      # (no router entry for hybrid: the router's arms are derived from arms:)
+      config3="$DERIVED/cpu-compose-3arms.yaml"
       derive_config "$config3" cpu-compose-3arms '
 raw["arms"]["hybrid"] = {"lookup": "hybrid", "role": "candidate"}
-raw["router"]["arms"]["hybrid"] = {"url": "http://vllm-hybrid:8000", "role": "candidate"}'
+raw["router"].pop("arms")'
       run_id="check-$step-$(date -u +%Y%m%d-%H%M%S)"
       store=()
       [ "$step" = arms3 ] || store=(in_postgres)
@@ -327,15 +403,34 @@ raw["router"]["arms"]["hybrid"] = {"url": "http://vllm-hybrid:8000", "role": "ca
       code=0
       ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$configc" || code=$?
       [ "$code" -lt 3 ] || fail "$run_id: exit code $code: no valid run (see $WORK/runs/$run_id/compose.log)"
-      check_concurrency "$WORK/runs/$run_id/abserve.db" "$run_id" "reports/$run_id/report.json"
+      check_concurrency "$WORK/runs/$run_id/abserve.db" "$run_id" "$WORK/runs/$run_id/report.json"
       lap concurrency ;;
+    decide|decide-postgres)
+      # all three arms on core 0 (time-sliced alike, as the CPU default's arms); decide-postgres:
+      # the same with the store in PostgreSQL (what the postgres step asserts, in this bring-up)
+      run_id="check-$step-$(date -u +%Y%m%d-%H%M%S)"
+      store=()
+      [ "$step" = decide ] || store=(in_postgres)
+      code=0
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" ABSERVE_GPU_B=0 "${store[@]}" scripts/signoff.sh "$(decide_config)" || code=$?
+      [ -s "$WORK/runs/$run_id/arms.0.yml" ] || fail "$run_id: no generated compose file for arm drop"
+      check_decided_family "$run_id" "$code"
+      [ "$step" = decide ] || no_sqlite_beside "$run_id"
+      lap "$step" ;;
+    text-only)
+      run_id="check-text-only-$(date -u +%Y%m%d-%H%M%S)"
+      code=0
+      ABSERVE_RUN_ID_OVERRIDE="$run_id" ABSERVE_GPU_B=0 scripts/signoff.sh "$(text_only_config)" || code=$?
+      LOOKUP_A=identified LOOKUP_B=identified check_report "$run_id" 0 "$code" --decided \
+        --min-exchanges 20
+      lap text-only ;;
     images)
       scripts/compose-images.sh dockerfiles
       lap images ;;
-    arm-killed|worker-killed|router-restart)
+    arm-killed|orchestrator-stopped)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, images, arm-killed, worker-killed, router-restart)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, decide, decide-postgres, text-only, images, arm-killed, orchestrator-stopped)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

@@ -8,8 +8,11 @@
 # Exits with the combined report's code (0 pass, 1 fail, 2 inconclusive/marginal, 3 invalid).
 # GPU_ROTATION_DRY_RUN=1 prints the plan (block, run id, GPU of a and b) and runs nothing.
 # ABSERVE_ENV_FILE names the env file (default .env), as for scripts/signoff.sh. `combine` and
-# `report` run in the report service's container as the host user (`id -u`:`id -g`), who owns runs/ and
-# reports/ (the image's own user could not create the combined store there).
+# `report` run in the orchestrator service's container as the host user (`id -u`:`id -g`), who
+# owns runs/ (the image's own user could not create the combined store there). Each block is a
+# whole sign-off by the orchestrator (`abserve run --target compose`): a running vLLM server
+# cannot move to another GPU, so the compose target rotates placement by blocks of runs, not
+# within one run as the local target's blocks.cpu_sets does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,14 +54,18 @@ while read -r i ga gb; do
 YAML
 done < <(plan)
 
-mkdir -p reports
-# The report service's container (its image, runs/, reports/ and configs/ mounts), run once.
+# The policy the blocks were judged with: the config's policy: line (a path in the checkout,
+# seen at /app in the container, or a packaged name), else the GPU policy.
+policy="$(sed -n 's/^policy: *//p' "$CONFIG" | head -n 1)"
+case "$policy" in "") policy=gpu ;; */*) policy="/app/$policy" ;; esac
+# The orchestrator service's container (its image and runs/, configs/ and traffic/ mounts), run
+# once each, without the arms.
 service=(docker compose --env-file "$env_file" run --rm --no-deps -T --user "$(id -u):$(id -g)"
-         --entrypoint abserve report)
+         --entrypoint abserve orchestrator)
 "${service[@]}" combine "/runs/$rotation/blocks.yaml" --db "sqlite:////runs/$rotation/abserve.db" --into "$rotation"
 code=0
-"${service[@]}" report "$rotation" --db "sqlite:////runs/$rotation/abserve.db" --out "/reports/$rotation" \
-  --policy "/app/$(sed -n 's/^policy: *//p' "$CONFIG" | head -n 1)" || code=$?
+"${service[@]}" report "$rotation" --db "sqlite:////runs/$rotation/abserve.db" --out "/runs/$rotation" \
+  --policy "$policy" || code=$?
 docker compose --env-file "$env_file" down --remove-orphans >/dev/null 2>&1 || true
-echo "gpu-rotation: combined report in reports/$rotation (exit $code)"
+echo "gpu-rotation: combined report in $runs_dir/$rotation (exit $code)"
 exit "$code"

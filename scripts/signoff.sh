@@ -1,38 +1,44 @@
 #!/usr/bin/env bash
 # The whole sign-off on a GPU host, in one command:
-#   scripts/signoff.sh [CONFIG]        (default configs/gpu-qwen2.5-vl-3b.yaml)
-# Builds the service image, derives compose's environment from CONFIG
-# (python -m abserve.deploy.compose_env, run in the service image), builds each arm's vLLM
-# image from the base image the config names for it, runs docker-compose.yml
-# (arms -> router -> Locust -> report) under a fresh run id, saves every container's log
-# to runs/<id>/compose.log, tears the stack down, and exits with the report's code:
-#   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid (also: the report never ran),
-#   4 or more a tool error: refused before anything ran (no config or .env, no key, a config
-#   compose cannot run, the GPU preflight refused), or the report itself judged nothing.
+#   scripts/signoff.sh [CONFIG] [docker compose up options]   (default configs/gpu-qwen2.5-vl-3b.yaml)
+# Derives compose's environment from CONFIG (python -m abserve.deploy.compose_env, run in the
+# service image: the one reader of experiment files, `extends:` included), builds each arm's
+# vLLM image from the base image the config names for it, and runs docker-compose.yml under a
+# fresh run id: the arms start, and the orchestrator service runs `abserve run --target
+# compose` on CONFIG (the same orchestrator as on a CPU machine: rounds, the sequential stop
+# within the config's budget, traffic files, proofs, the report), with
+# `docker compose up --exit-code-from orchestrator`, which stops the stack when the sign-off is
+# decided. Saves every container's log to runs/<id>/compose.log, tears the stack down, and
+# exits with the orchestrator's code (abserve/exit_codes.py):
+#   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid, 4 refused (before anything ran: no
+#   config or .env, a config compose cannot run, the GPU preflight refused; or the run's own
+#   checks), 5 internal error, 6 the load stopped at its error-rate limit, 130 interrupted.
 #   The preflight (`abserve check CONFIG --gpu`) runs before any image is pulled or
 #   built: NVIDIA runtime, GPU ids and memory per arm, compute capability, a pinned release
 #   model; docs/gpu.md "Preflight"). ABSERVE_SKIP_PREFLIGHT=1 skips it, ABSERVE_ALLOW_UNPINNED=1
 #   passes --allow-unpinned; the CPU override (COMPOSE_FILE naming docker-compose.cpu.yml) has
 #   no GPU to check and skips it too.
+# CONFIG must lie under configs/ or traffic/ of this checkout (the folders the stack mounts).
 # Needs Docker with the NVIDIA container toolkit and Compose v2.20+; .env from .env.example
 # (ABSERVE_ENV_FILE names another file; COMPOSE_FILE=docker-compose.yml:docker-compose.cpu.yml
 # runs the CPU stack, as scripts/compose-check.sh does).
-# Extra arguments after CONFIG go to `docker compose up` (e.g. --scale locust-worker=4,
-# which must match ABSERVE_LOCUST_WORKERS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CONFIG="${1:-configs/gpu-qwen2.5-vl-3b.yaml}"
 shift || true
 INVALID=3   # the run could not be judged (abserve/exit_codes.py)
-REFUSED=4   # a tool error: the sign-off was refused before anything ran
+REFUSED=4   # the sign-off was refused before anything ran
 ENV_FILE="${ABSERVE_ENV_FILE:-.env}"
 
 die() { echo "signoff: $*" >&2; exit "$REFUSED"; }
 
 [ -f "$CONFIG" ] || die "no such config: $CONFIG"
-[ -f "$ENV_FILE" ] || die "no $ENV_FILE: cp .env.example .env and set ABSERVE_API_KEY and the GPU placement"
-grep -Eq '^ABSERVE_API_KEY=.{16,}' "$ENV_FILE" || die "set ABSERVE_API_KEY (16+ characters) in $ENV_FILE"
+case "$CONFIG" in
+  configs/*|traffic/*|./configs/*|./traffic/*) ;;
+  *) die "$CONFIG: the stack mounts only configs/ and traffic/ of this checkout: move the config there" ;;
+esac
+[ -f "$ENV_FILE" ] || die "no $ENV_FILE: cp .env.example .env and set the GPU placement"
 
 # The GPU preflight, on the host (no image needed): abserve on PATH, else the checkout's .venv.
 preflight() {
@@ -64,7 +70,7 @@ ABSERVE_UID="$(id -u)"
 ABSERVE_GID="$(id -g)"
 runs_dir="$(sed -n 's/^ABSERVE_RUNS_DIR=//p' "$ENV_FILE" | tail -n 1)"
 run_dir="${runs_dir:-./runs}/$ABSERVE_RUN_ID"
-mkdir -p "$run_dir" reports
+mkdir -p "$run_dir"
 # The Hugging Face cache exists before compose mounts it, created by the host user: model-fetch
 # runs as that user (Docker would create a missing folder as root).
 hf_cache="$(sed -n 's/^ABSERVE_HF_CACHE=//p' "$ENV_FILE" | tail -n 1)"
@@ -109,6 +115,14 @@ for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); d
   arm_services+=("vllm-$arm")
 done
 "${dc[@]}" build "${arm_services[@]}"
+# What each arm runs, for the run's provenance: its image reference and the image's id.
+ABSERVE_ARM_IMAGES=""
+for service in "${arm_services[@]:1}"; do
+  ref="$("${dc[@]}" config --images "$service" 2>/dev/null | head -n 1)"
+  id="$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)"
+  ABSERVE_ARM_IMAGES="$ABSERVE_ARM_IMAGES ${service#vllm-}=$ref${id:+@$id}"
+done
+export ABSERVE_ARM_IMAGES="${ABSERVE_ARM_IMAGES# }"
 cleanup() {
   "${dc[@]}" logs --no-color --timestamps > "$run_dir/compose.log" 2>&1 || true
   "${dc[@]}" down --remove-orphans >/dev/null 2>&1 || true
@@ -116,74 +130,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Detached `up` still starts services in dependency order and waits for each condition
-# (healthy arms, completed load), so it returns once the report has started or a
-# dependency failed. One-shot services (prepare, model-fetch) exit by design, which is why
-# --abort-on-container-exit / --exit-code-from cannot be used here.
-# A live view while the stack runs: `abserve watch` in the service image reads the run's store
-# (SQLite under the runs dir, or ABSERVE_DATABASE_URL), waits for the router to create the run,
-# prints one line per refresh (requests, errors and mismatches per arm, the critical gates'
-# intervals, the requests left of the load plan) and ends by itself once the run is finished;
-# it is stopped by its PID (and its container removed by name) when the report ends.
-# ABSERVE_WATCH=0 turns it off; ABSERVE_WATCH_EVERY sets the refresh (30 s).
-setting() { sed -n "s/^$1=//p" "$ENV_FILE" "$run_dir/compose.env" | tail -n 1; }
-watch_pid=""
-watch_name="abserve-watch-$ABSERVE_RUN_ID"
-planned_requests() {  # the load plan's requests (profile:requests[:set] words): what is left
-  local total=0 word count
-  for word in $(setting ABSERVE_LOAD_PLAN); do
-    count="${word#*:}"; count="${count%%:*}"
-    case "$count" in ''|*[!0-9]*) ;; *) total=$((total + count)) ;; esac
-  done
-  echo "$total"
-}
-start_watch() {  # $1: the service whose mounts and network reach the store; then watch's --db
-  local service="$1"; shift
-  "${dc[@]}" run --rm --no-deps -T --name "$watch_name" --user "$ABSERVE_UID:$ABSERVE_GID" \
-    --entrypoint abserve "$service" \
-    watch "$ABSERVE_RUN_ID" "$@" --policy "/app/$watch_policy" --budget "$(planned_requests)req" \
-    --every "${ABSERVE_WATCH_EVERY:-30}" --wait 86400 < /dev/null &
-  watch_pid=$!
-}
-stop_watch() {
-  [ -n "$watch_pid" ] || return 0
-  kill "$watch_pid" 2>/dev/null || true
-  wait "$watch_pid" 2>/dev/null || true
-  docker rm -f "$watch_name" >/dev/null 2>&1 || true
-  watch_pid=""
-}
-watch_db="${ABSERVE_DATABASE_URL:-$(setting ABSERVE_DATABASE_URL)}"
-watch_policy="$(setting ABSERVE_POLICY)"
-watch_policy="${watch_policy:-configs/policy/gpu.yaml}"
-if [ "${ABSERVE_WATCH:-1}" != 0 ]; then
-  trap 'stop_watch; cleanup' EXIT
-  # The default SQLite store: from the prepare service, which needs no network. Else from the
-  # report service (on the store's network, its ABSERVE_DATABASE_URL the store: no password on
-  # this host's command lines) once `up` has made that network (below).
-  [ -n "$watch_db" ] || start_watch prepare --db "sqlite:////runs/$ABSERVE_RUN_ID/abserve.db"
-fi
-
-up_rc=0
-"${dc[@]}" up --detach "$@" || up_rc=$?
-report_id="$("${dc[@]}" ps --all --quiet report 2>/dev/null || true)"
-if [ -z "$report_id" ]; then
-  echo "signoff: the report never ran (docker compose up exited $up_rc); see $run_dir/compose.log" >&2
+# The orchestrator's output only (the arms' logs go to runs/<id>/compose.log); compose stops
+# every service once the orchestrator exits and returns its code. A dependency that failed
+# (an arm that never became healthy) means the orchestrator never ran: no verdict.
+code=0
+"${dc[@]}" up --exit-code-from orchestrator --attach orchestrator "$@" || code=$?
+started="$("${dc[@]}" ps --all --format '{{.Service}} {{.State}}' 2>/dev/null | sed -n 's/^orchestrator //p')"
+if [ -z "$started" ] || [ "$("${dc[@]}" ps --all -q orchestrator | xargs -r docker inspect -f '{{.State.StartedAt}}' | cut -c1-4)" = "0001" ]; then
+  echo "signoff: the orchestrator never ran (a service it depends on failed; docker compose up exited $code); see $run_dir/compose.log" >&2
   exit "$INVALID"
 fi
-if [ "${ABSERVE_WATCH:-1}" != 0 ] && [ -z "$watch_pid" ]; then start_watch report; fi
-code="$(docker wait "$report_id")"
-stop_watch
-# A report container that was created but never started (a dependency failed: the load, the
-# router) "exits" 0 for `docker wait`: that is no verdict.
-if [ "$(docker inspect -f '{{.State.StartedAt}}' "$report_id" 2>/dev/null | cut -c1-4)" = "0001" ]; then
-  echo "signoff: the report never ran (a service it depends on failed); see $run_dir/compose.log" >&2
-  exit "$INVALID"
-fi
-"${dc[@]}" logs --no-color report || true
 case "$code" in
   0) verdict=pass ;; 1) verdict=fail ;; 2) verdict="inconclusive or marginal" ;; 3) verdict=invalid ;;
-  *) echo "signoff: the report judged nothing (a tool error, exit $code); see $run_dir/compose.log" >&2
-     exit "$code" ;;
+  4) echo "signoff: the run was refused (exit 4); see the orchestrator's line above" >&2; exit 4 ;;
+  6) echo "signoff: the load stopped at its error-rate limit (exit 6); report in $run_dir" >&2; exit 6 ;;
+  7) echo "signoff: a load worker was lost (exit 7); report in $run_dir" >&2; exit 7 ;;
+  *) echo "signoff: no verdict (exit $code); see $run_dir/compose.log" >&2; exit "$code" ;;
 esac
-echo "signoff: $verdict (exit $code); report in reports/$ABSERVE_RUN_ID, run data in $run_dir"
+echo "signoff: $verdict (exit $code); report in $run_dir/report.html, run data in $run_dir"
 exit "$code"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -315,18 +315,24 @@ class ExperimentConfig(BaseModel):
         return self
 
 
+Experiment = TypeVar("Experiment", bound=ExperimentConfig)
+
+
 class ConfigError(ValueError):
     """An experiment file refused; one ``field: problem`` line per error, never a value from it."""
 
 
-def load_experiment(path: Path | str) -> ExperimentConfig:
+def load_experiment(path: Path | str,
+                    schema: type[Experiment] = ExperimentConfig) -> Experiment:  # type: ignore[assignment]
     """Read and validate an experiment YAML file or packaged name (``abserve.packaged``;
     ``extends: OTHER.yaml`` allowed, paths in it relative to the file that names them); raises
-    ``ConfigError`` whose message quotes no value of the file (it may hold secrets)."""
+    ``ConfigError`` whose message quotes no value of the file (it may hold secrets). The one
+    reader of experiment files: ``schema`` is a stricter subclass where a target needs one
+    (``abserve.deploy.compose_env.ComposeExperiment``)."""
     data = read_mapping(resolve_config(path), rebase=rebase_experiment)
     data.setdefault("policy", str(packaged("default", "policy")))
     try:
-        return ExperimentConfig.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors(include_url=False, include_input=False, include_context=False):

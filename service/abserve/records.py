@@ -211,12 +211,21 @@ class ArmProvenance(BaseModel):
     python: str | None = None
     server_env: dict[str, str] = Field(default_factory=dict)
     model: dict[str, object] = Field(default_factory=dict)
+    image: str | None = None  # compose: the image the arm ran (reference and id)
+
+    @property
+    def identified(self) -> bool:
+        """Whether the arm's server said what it ran (vLLM version and its own command line, or
+        the image): the proof of an arm whose change is not the lookup."""
+        return bool(self.vllm_version and (self.server_args or self.image))
 
     @property
     def proof_state(self) -> str:
-        """``proven <mode>``, ``unproven`` (nothing to prove) or ``NOT proven <mode>``."""
+        """``proven <mode>``, ``identified`` or ``unproven`` (nothing to prove), or ``NOT proven <mode>``."""
         if self.expected_lookup is None:
-            return f"proven {self.proven_lookup}" if self.proven_lookup else "unproven"
+            if self.proven_lookup:
+                return f"proven {self.proven_lookup}"
+            return "identified" if self.identified else "unproven"
         if self.proven_lookup == self.expected_lookup:
             return f"proven {self.proven_lookup}"
         return f"NOT proven {self.expected_lookup}"

@@ -80,6 +80,7 @@ def register() -> None:
     """vLLM's entry point: set up patching for this process (once per process)."""
     mode = os.environ.get(MODE_ENV, "").strip()
     if not mode:
+        _record_identity()
         return
     if mode not in MODES:
         raise ValueError(f"{MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
@@ -117,6 +118,23 @@ def _init_state(mode: str, scope: str) -> None:
         atexit.register(_flush_at_exit)
     os.register_at_fork(after_in_child=_reset_after_fork)
     logger.info("abserve lookup %s (scope %s) in %s pid %d", mode, scope, name, os.getpid())
+
+
+def _record_identity() -> None:
+    """No lookup selected: vLLM stays untouched, but with ``ABSERVE_TELEMETRY_DIR`` set each
+    process still records what identifies the arm (vLLM version, command line, determinism
+    settings), mode ``None``: the proof of an arm whose change is not the lookup."""
+    global _state, _writer
+    directory = os.environ.get(TELEMETRY_ENV)
+    if not directory or (_state is not None and _state.pid == os.getpid()):
+        return
+    name = multiprocessing.current_process().name
+    _state = ProcessTelemetry(pid=os.getpid(), process_name=name, role=process_role(name), mode=None,
+                              scope="none", vllm_version=installed_vllm_version(), argv=list(sys.argv))
+    _writer = TelemetryWriter(Path(directory), _state)
+    _writer.start()
+    atexit.register(_flush_at_exit)
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _flush_at_exit() -> None:

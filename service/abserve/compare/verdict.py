@@ -158,8 +158,10 @@ def invalid_reasons(
         prov = run.arms.get(name)
         if prov is None:
             reasons.append(f"arm {name!r} is missing from the run")
-        elif prov.expected_lookup is None and prov.proven_lookup is None and policy.require_proof:
-            reasons.append(f"arm {name!r} is unproven (it proved no lookup) and the policy requires a proof")
+        elif (prov.expected_lookup is None and prov.proven_lookup is None and not prov.identified
+              and policy.require_proof):
+            reasons.append(f"arm {name!r} is unproven (it proved no lookup and its server did not say "
+                           "what it ran) and the policy requires a proof")
         elif prov.expected_lookup is not None and prov.proven_lookup != prov.expected_lookup:
             proven = prov.proven_lookup or "nothing"
             reasons.append(

@@ -3,7 +3,8 @@
 ``scripts/compose-check.sh`` runs the GPU host's stack on a CPU machine and then asks this
 module whether the run went through every piece: the report exists and its verdict matches
 the exit code ``scripts/signoff.sh`` returned, the run completed, each arm *proved* the lookup
-it was meant to run (abserve's plugin counted it inside the worker's gather step), every
+it was meant to run (abserve's plugin counted it inside the worker's gather step) or, without
+one, was identified by what its server ran, the run stopped decided (``--decided``), every
 request reached both arms and none of them failed, outputs were compared and none differed
 (under concurrent load, ``batch_noise``: every exchange was comparable), and (for a rotation)
 the blocks and placements are there. Pure checks over the parsed JSON;
@@ -22,8 +23,13 @@ from abserve.compare.model import EXIT_CODES
 
 
 def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
-          min_exchanges: int = 1, blocks: int | None = None, batch_noise: bool = False) -> list[str]:
+          min_exchanges: int = 1, blocks: int | None = None, batch_noise: bool = False,
+          decided: bool = False) -> list[str]:
     """Every way ``report`` falls short of a sound sign-off that exited with ``exit_code``.
+
+    ``expect``: each arm's lookup, or ``identified`` for an arm without one (proven by what its
+    server said it ran). ``decided``: the run must have stopped because every critical gate was
+    decided, before its budget was spent.
 
     ``batch_noise``: the load was concurrent, so requests were batched differently on the two
     arms and vLLM's CPU kernels (not batch-invariant) may move logprobs or even tokens; only an
@@ -45,12 +51,18 @@ def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
         if summary is None:
             problems.append(f"arm {arm!r} is missing from the report")
             continue
-        if summary.get("proven_lookup") != mode:
+        detail = str(summary.get("proof_detail", ""))
+        if mode == "identified":
+            if summary.get("proven_lookup") is not None or not detail.startswith("identified"):
+                problems.append(f"arm {arm!r} is not identified by what its server ran: {detail}")
+        elif summary.get("proven_lookup") != mode:
             problems.append(f"arm {arm!r} proved {summary.get('proven_lookup')!r}, expected {mode!r}: "
                             f"{summary.get('proof_detail')}")
         if summary.get("error_rate", 0) > 0:
             problems.append(f"arm {arm!r} failed requests: {summary.get('errors')}")
     problems += _equality_problems(report, batch_noise)
+    if decided and report.get("decided") is not True:
+        problems.append(f"the run did not stop decided: {report.get('stop_reason')!r}")
     if blocks is not None:
         problems += _block_problems(report, blocks)
     return problems
@@ -118,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report_dir", type=Path)
     parser.add_argument("--exit-code", type=int, required=True, help="what scripts/signoff.sh returned")
-    parser.add_argument("--expect", action="append", default=[], help="ARM=MODE, e.g. b=bisect")
+    parser.add_argument("--expect", action="append", default=[],
+                        help="ARM=MODE, e.g. b=bisect, or ARM=identified (an arm without a lookup)")
+    parser.add_argument("--decided", action="store_true",
+                        help="the run must have stopped decided, before its budget was spent")
     parser.add_argument("--min-exchanges", type=int, default=1)
     parser.add_argument("--blocks", type=int, default=None, help="a rotation: its number of blocks")
     parser.add_argument("--batch-noise", action="store_true",
@@ -136,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             problems = check(report, args.exit_code, _expectations(args.expect),
                              min_exchanges=args.min_exchanges, blocks=args.blocks,
-                             batch_noise=args.batch_noise)
+                             batch_noise=args.batch_noise, decided=args.decided)
     except (OSError, ValueError) as exc:
         problems = [str(exc)]
     for problem in problems:
@@ -146,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
               f"exchanges: {report['invalid_reasons']}")
     elif not problems:
         arms = report.get("arms", {})
-        proofs = ", ".join(f"{a}={arms[a]['proven_lookup']}" for a in sorted(arms))
+        proofs = ", ".join(f"{a}={arms[a]['proven_lookup'] or 'identified'}" for a in sorted(arms))
         print(f"check_report: {path}: {report['verdict']} (exit {args.exit_code}), "
               f"{report['exchanges_total']} exchanges, proven {proofs}")
     return 1 if problems else 0

@@ -1,33 +1,34 @@
-"""The environment that `docker compose` needs, derived from one GPU experiment config.
+"""The environment that `docker compose` needs, derived from one experiment config.
 
-`docker-compose.yml` takes every experiment-specific value (model, vLLM server arguments,
-determinism settings, which arms run, each arm's base image, extra args and lookup, the load
-plan) from environment variables, so one compose file serves every ``configs/gpu-*.yaml``.
-This module reads such a config with the experiment schema (``abserve.config``, the one
-``abserve run`` reads too), checks that it fits the compose file (arm names, what compose can
-run per arm, the router's arm URLs, no flag that compose sets itself or that opens the
-server's file system) and renders the variables as an env file for ``docker compose
---env-file``. ``scripts/signoff.sh`` runs it as ``python -m abserve.deploy.compose_env CONFIG``.
+`docker-compose.yml` takes every value its services need from environment variables: the
+model the arms serve, the vLLM server arguments, which arms run, each arm's base image, extra
+args, lookup and mutant, and the config its ``orchestrator`` service runs (``abserve run
+--target compose``, the same orchestrator as on the CPU path: rounds, early stop, traffic
+files, proofs and the report are its own; ``abserve.launch.compose_target``). This module
+reads the config with the one reader of experiment files (``abserve.config.load_experiment``:
+``extends:``, packaged names and paths relative to the file, exactly as ``abserve check``),
+checks that it fits the compose file and renders the variables as an env file for ``docker
+compose --env-file``. ``scripts/signoff.sh`` runs it as ``python -m
+abserve.deploy.compose_env CONFIG``.
 
-Any number of candidate arms: ``docker-compose.yml`` has services for the arms ``a``, ``b`` and
-``a2`` (the noise floor), so that a plain ``docker compose up`` runs; every other arm of the
-config (``hybrid``, ``c``, ...) gets a service ``vllm-<arm>`` of its own from a generated
-compose file, ``python -m abserve.deploy.compose_env --arms-compose CONFIG < COMPOSE_FILE``
-(``extra_arms_compose``): for each compose file of the stack (``docker-compose.yml``, and
-``docker-compose.cpu.yml`` under the CPU override), that file's ``vllm-b`` as the template,
-with b's names (``vllm-b``, ``ABSERVE_*_B``, ``telemetry/b``, ``vllm-cache-b``) made the arm's,
-plus the router waiting for it and the report proving its lookup. ``scripts/signoff.sh``
-writes one per compose file and appends them to ``COMPOSE_FILE``. The router and the report
-see every arm: the router's arms are the config's, the report proves and judges
-``ABSERVE_ARMS`` (every candidate against the baseline, Holm-corrected, as ``abserve run``).
-
-Per arm, compose runs exactly: an image (``image:``, else the host's shared
+What compose runs per arm: an image (``image:``, else the host's shared
 ``ABSERVE_VLLM_IMAGE``), extra vLLM args appended after ``server.args`` (the last occurrence
-wins, as under ``abserve run``) and a lookup. It cannot run a per-arm environment (compose
-interpolates one environment for every service), a Python environment, an endpoint or a
-mutant, and an arm without ``lookup:`` would leave the plugin off, so it writes no telemetry
-and the report's proof and provenance (``docker/run-report.sh``) would have nothing to read:
-each is refused with the alternative named. Pure apart from ``main``.
+wins, as under ``abserve run``), and optionally a lookup and a test-only mutant. An arm
+without ``lookup:`` runs vLLM untouched and is proven by what identifies it (its vLLM
+version, command line and image: ``abserve.launch.provenance``). Compose cannot run a
+per-arm environment (it interpolates one environment for every service), a Python
+environment or an endpoint: each is refused with the alternative named. Router arms are
+derived from ``arms:`` (the service URL ``http://vllm-<arm>:8000``); a ``router.arms`` given
+must say the same. Every file the run reads (the policy, traffic files) must lie in a folder
+the stack mounts: this checkout's ``configs/`` or ``traffic/`` (or be a packaged config).
+
+Any number of candidate arms: ``docker-compose.yml`` has services for the arms ``a``, ``b``
+and ``a2``, so that a plain ``docker compose up`` runs; every other arm gets a service
+``vllm-<arm>`` of its own from a generated compose file, ``python -m
+abserve.deploy.compose_env --arms-compose CONFIG < COMPOSE_FILE`` (``extra_arms_compose``):
+that file's ``vllm-b`` with b's names made the arm's, plus the orchestrator waiting for it.
+``scripts/signoff.sh`` writes one per compose file and appends them to ``COMPOSE_FILE``.
+Pure apart from ``main``.
 """
 
 from __future__ import annotations
@@ -45,16 +46,21 @@ from pydantic import model_validator
 
 from abserve.arms import REFERENCE, ArgValue, ArmConfig, render_args
 from abserve.config import ExperimentConfig, LoadItem
+from abserve.config import load_experiment as read_experiment
+from abserve.launch.compose_target import ARM_PORT, arm_url
+from abserve.packaged import packaged_root
+from abserve.yamlfile import YamlFileError
 
-# The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2), and the lookup each
-# runs when its ABSERVE_LOOKUP_<ARM> is empty (the compose file's defaults). Any other arm gets
-# its service from the generated file of extra_arms_compose.
-DEFAULT_LOOKUP: dict[str, str] = {"a": "linear", "b": "bisect", "a2": "linear"}
+# The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2). Any other arm gets
+# its service from the generated file of extra_arms_compose. No arm has a default lookup: an
+# arm runs a lookup (or a mutant) only when its config says so.
+STATIC_ARMS = ("a", "b", "a2")
+# The folders of this checkout the stack mounts (read-only) into its abserve containers.
+MOUNTED = ("configs", "traffic")
 # An extra arm's name: its service vllm-<name> and its variables' suffix <NAME> must be valid.
 ARM_NAME = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 TEMPLATE_ARM = "b"  # the service an extra arm's is made from, in each compose file
 NOISE_FLOOR_PROFILE = "noise-floor"  # compose profile that enables vllm-a2
-ARM_PORT = 8000
 # Server environment the compose file passes to every arm (x-vllm-env). Not
 # CUBLAS_WORKSPACE_CONFIG: vLLM sets its own under batch invariance, so a config's value would
 # be recorded but not used.
@@ -67,7 +73,6 @@ COMPOSE_OWNED_FLAGS = frozenset(
      "--allowed-media-domains", "--model"}
 )
 FORBIDDEN_FLAGS = frozenset({"--allowed-local-media-path"})
-POLICY = "configs/policy/default.yaml"
 # Arm keys compose cannot honour, and what to do instead.
 NOT_FOR_COMPOSE = {
     "python": "docker compose runs each arm from an image (image: REF), not from a Python "
@@ -81,23 +86,23 @@ NOT_FOR_COMPOSE = {
     "url": "the compose router's arms are its own services (http://vllm-<arm>:8000); judge a "
            "running endpoint with `abserve run`",
     "api_key_env": "compose arms are its own services on an internal network, without keys",
-    "mutant": "mutants are a test-only build selected by `abserve run`",
-    "mutant_env": "mutants are a test-only build selected by `abserve run`",
+    "mutant_env": "docker-compose.yml passes a mutant's name only (ABSERVE_MUTANT_<ARM>), with "
+                  "its default settings; tune a mutant with `abserve run`",
     "env": "docker-compose.yml passes one environment to every arm (x-vllm-env); put the "
            f"variable under server.env (one of {sorted(PASSED_ENV)}), express the change as a vLLM "
            "flag in the arm's args:, bake it into the arm's image:, or run the config with "
            "`abserve run` (per-arm env works there)",
 }
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
-__all__ = ["ArgValue", "ComposeExperiment", "LoadItem", "compose_arms", "compose_env", "extra_arms",
-           "extra_arms_compose", "load_experiment", "render_args"]
+__all__ = ["ARM_PORT", "ArgValue", "ComposeExperiment", "LoadItem", "arm_url", "compose_arms",
+           "compose_env", "extra_arms", "extra_arms_compose", "load_experiment", "render_args"]
 
 
 class ComposeExperiment(ExperimentConfig):
     """An experiment config (``abserve.config``, the one schema) that also fits the compose file:
-    arms are its services, each with an image, args and lookup compose can run, and the router's
-    arm URLs are the services' URLs. Checked on the raw mapping first, so the compose reason is
-    the one given."""
+    arms are its services, each with an image, args, lookup and mutant compose can run; the
+    router's arms, when given, are the services' URLs; every file it reads is mounted. Checked
+    on the raw mapping first, so the compose reason is the one given."""
 
     @model_validator(mode="before")
     @classmethod
@@ -112,26 +117,55 @@ class ComposeExperiment(ExperimentConfig):
         arms = data.get("arms") or {}
         for arm in ("a", "b"):
             if arm not in arms:
-                raise ValueError(f"arm {arm!r} is required")
+                raise ValueError(f"arm {arm!r} is required: docker-compose.yml's arms are vllm-a and "
+                                 "vllm-b, then any others")
         for arm, spec in arms.items():
-            if arm not in DEFAULT_LOOKUP and not ARM_NAME.match(str(arm)):
+            if arm not in STATIC_ARMS and not ARM_NAME.match(str(arm)):
                 raise ValueError(f"arm {arm!r}: not a compose arm name (a lower-case letter, then up "
                                  "to 15 lower-case letters or digits: its service is vllm-<arm>)")
             if isinstance(spec, dict):
                 _check_arm(arm, spec, server.get("args") or {})
-        router_arms = (data.get("router") or {}).get("arms") or {}
-        if set(router_arms) != set(arms):
-            raise ValueError(f"router.arms {sorted(router_arms)} must equal arms {sorted(arms)}")
-        for arm, spec in router_arms.items():
-            want = arm_url(arm)
-            if (spec or {}).get("url") != want:
-                raise ValueError(f"router.arms.{arm}.url must be {want!r} (the compose service)")
-        if not re.fullmatch(r"configs/[A-Za-z0-9._/-]+\.ya?ml", str(data.get("policy", POLICY))):
-            raise ValueError("policy must be a configs/*.yaml path relative to the repository root")
+        _check_router_arms(arms, (data.get("router") or {}).get("arms"))
         if not (data.get("model") or {}).get("id"):
             raise ValueError("model.id (the hub model compose serves) is required")
         return data
 
+    @model_validator(mode="after")
+    def _files_are_mounted(self) -> ComposeExperiment:
+        named = [("policy", self.policy)]
+        named += [(f"traffic file of {item.profile!r}", Path(item.file.path))
+                  for item in self.load.profiles if item.file is not None]
+        for what, path in named:
+            if not mounted(path):
+                raise ValueError(f"{what} {path} is outside the folders docker compose mounts "
+                                 f"({', '.join(f'{m}/' for m in MOUNTED)} of this checkout): move it "
+                                 "there (traffic/ is ignored by git)")
+        return self
+
+
+def mounted(path: Path, root: Path | None = None) -> bool:
+    """Whether the stack's abserve containers see ``path``: under a mounted folder of the
+    checkout at ``root`` (default: the current directory), or a packaged config."""
+    resolved = (root or Path.cwd()).joinpath(path).resolve()
+    roots = [(root or Path.cwd()).resolve() / folder for folder in MOUNTED] + [packaged_root().resolve()]
+    return any(resolved.is_relative_to(folder) for folder in roots)
+
+
+def _check_router_arms(arms: dict[str, Any], router_arms: Any) -> None:
+    """``router.arms`` may be left out (derived from ``arms:``); given, it must say the same."""
+    if router_arms is None:
+        return
+    given = dict(router_arms or {})
+    for arm in arms:
+        if arm not in given:
+            raise ValueError(f"arm {arm} has no router entry: add {arm}: {{url: {arm_url(arm)!r}}} under "
+                             "router.arms, or leave router.arms out (it is derived from arms:)")
+    for arm, spec in given.items():
+        if arm not in arms:
+            raise ValueError(f"router.arms.{arm} names no arm of arms: ({', '.join(arms)})")
+        if (spec or {}).get("url") != arm_url(arm):
+            raise ValueError(f"router.arms.{arm}.url must be {arm_url(arm)!r} (the compose service), "
+                             "or leave router.arms out")
 
 
 def _check_arm(arm: str, spec: dict[str, Any], server_args: dict[str, Any]) -> None:
@@ -139,12 +173,6 @@ def _check_arm(arm: str, spec: dict[str, Any], server_args: dict[str, Any]) -> N
     for key, why in NOT_FOR_COMPOSE.items():
         if spec.get(key) not in (None, {}, []):
             raise ValueError(f"arm {arm!r}: {key}: cannot apply under docker compose: {why}")
-    if spec.get("lookup") is None:
-        raise ValueError(
-            f"arm {arm!r} has no lookup: under docker compose the report proves each arm's lookup "
-            "and records its provenance from the abserve plugin's telemetry, which the plugin "
-            "writes only with a lookup; for vLLM's own code path (a release or flag comparison) "
-            "use lookup: bisect (vLLM's helper, unmodified, only counted)")
     image = spec.get("image")
     if image is not None and not (isinstance(image, str) and IMAGE_REF.match(image)):
         raise ValueError(f"arm {arm!r}: image {image!r} is not an image reference "
@@ -172,28 +200,19 @@ def _check_compose_args(where: str, args: dict[str, Any]) -> None:
                              "there; a server under compose cannot take a secret as a flag")
 
 
-def arm_url(arm: str) -> str:
-    """The URL of an arm's server inside the compose network."""
-    return f"http://vllm-{arm}:{ARM_PORT}"
-
-
-def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, str]:
+def compose_env(experiment: ExperimentConfig, config_path: str) -> dict[str, str]:
     """The compose variables of one experiment (``config_path`` relative to the repo root)."""
-    plan = " ".join(item.plan_item() for item in experiment.load.profiles)
     env = {
         "ABSERVE_CONFIG": config_path,
         "ABSERVE_MODEL": experiment.model.id or "",
         "ABSERVE_MODEL_REVISION": experiment.model.revision or "main",
         "ABSERVE_SERVED_MODEL_NAME": experiment.model.served_name,
         "VLLM_SERVER_ARGS": shlex.join(render_args(experiment.server.args)),
-        "ABSERVE_LOAD_PLAN": plan,
-        "ABSERVE_LOAD_USERS": str(experiment.load.users),
-        "ABSERVE_POLICY": experiment.policy.as_posix(),
         "COMPOSE_PROFILES": NOISE_FLOOR_PROFILE if "a2" in experiment.arms else "",
-        # The arms prepare-run.sh lays out and run-report.sh proves: exactly the config's.
+        # The arms prepare-run.sh lays out: exactly the config's.
         "ABSERVE_ARMS": " ".join(compose_arms(experiment)),
     }
-    for arm in [*DEFAULT_LOOKUP, *extra_arms(experiment)]:
+    for arm in [*STATIC_ARMS, *extra_arms(experiment)]:
         env |= arm_env(arm, experiment.arms.get(arm))
     env.update(experiment.server.env)
     return env
@@ -201,12 +220,12 @@ def compose_env(experiment: ComposeExperiment, config_path: str) -> dict[str, st
 
 def compose_arms(experiment: ExperimentConfig) -> list[str]:
     """The config's arms in compose's order: a, b, a2 (those it has), then the others."""
-    return [arm for arm in DEFAULT_LOOKUP if arm in experiment.arms] + extra_arms(experiment)
+    return [arm for arm in STATIC_ARMS if arm in experiment.arms] + extra_arms(experiment)
 
 
 def extra_arms(experiment: ExperimentConfig) -> list[str]:
     """The config's arms that docker-compose.yml has no service for, in the config's order."""
-    return [arm for arm in experiment.arms if arm not in DEFAULT_LOOKUP]
+    return [arm for arm in experiment.arms if arm not in STATIC_ARMS]
 
 
 class _Tagged:
@@ -258,9 +277,6 @@ def _rename(value: Any, arm: str) -> Any:
     if not isinstance(value, str):
         return value
     suffix, template = arm.upper(), TEMPLATE_ARM.upper()
-    value = re.sub(rf"\$\{{ABSERVE_LOOKUP_{template}:-[a-z]*\}}",
-                   f"${{ABSERVE_LOOKUP_{suffix}:?set ABSERVE_LOOKUP_{suffix} (abserve.deploy.compose_env)}}",
-                   value)  # an extra arm has no default lookup: compose_env always writes it
     value = re.sub(rf"(?<=[A-Z0-9])_{template}(?![A-Za-z0-9_])", f"_{suffix}", value)
     value = re.sub(rf"\bvllm-cache-{TEMPLATE_ARM}\b", f"vllm-cache-{arm}", value)
     value = re.sub(rf"\bvllm-{TEMPLATE_ARM}\b", f"vllm-{arm}", value)
@@ -270,8 +286,8 @@ def _rename(value: Any, arm: str) -> Any:
 def extra_arms_compose(experiment: ExperimentConfig, compose_text: str) -> str:
     """The generated compose file that gives each extra arm (``extra_arms``) its service, made
     from one compose file of the stack (``compose_text``): that file's ``vllm-b`` with b's names
-    made the arm's; in a file that has them, also the router waiting for the arm (healthy) and
-    the report proving its lookup, and its own vLLM cache volume. Each arm starts after the one
+    made the arm's; in a file that has them, also the orchestrator waiting for the arm
+    (healthy), and its own vLLM cache volume. Each arm starts after the one
     before it (on a GPU host vLLM sizes its KV cache from the memory free at start); a file
     that overrides the start order (the CPU override's ``depends_on: !override``) keeps its own.
     Empty when there are no extra arms or the file has no ``vllm-b``."""
@@ -282,7 +298,7 @@ def extra_arms_compose(experiment: ExperimentConfig, compose_text: str) -> str:
     if not extras or not isinstance(template, dict):
         return ""
     out: dict[str, Any] = {"services": {}}
-    static = [arm for arm in compose_arms(experiment) if arm in DEFAULT_LOOKUP]
+    static = [arm for arm in compose_arms(experiment) if arm in STATIC_ARMS]
     previous = f"vllm-{static[-1]}"
     for arm in extras:
         service = _rename(template, arm)
@@ -291,14 +307,10 @@ def extra_arms_compose(experiment: ExperimentConfig, compose_text: str) -> str:
         service.pop("profiles", None)
         out["services"][f"vllm-{arm}"] = service
         previous = f"vllm-{arm}"
-    router_deps = (services.get("router") or {}).get("depends_on")
-    if isinstance(router_deps, dict) and f"vllm-{TEMPLATE_ARM}" in router_deps:
-        out["services"]["router"] = {"depends_on": {f"vllm-{arm}": {"condition": "service_healthy"}
-                                                    for arm in extras}}
-    lookups = ((services.get("report") or {}).get("environment") or {}).get("ABSERVE_ARM_LOOKUPS")
-    if isinstance(lookups, str):
-        more = " ".join(f"{arm}=${{ABSERVE_LOOKUP_{arm.upper()}:-}}" for arm in extras)
-        out["services"]["report"] = {"environment": {"ABSERVE_ARM_LOOKUPS": f"{lookups.strip()} {more}"}}
+    orchestrator_deps = (services.get("orchestrator") or {}).get("depends_on")
+    if isinstance(orchestrator_deps, dict) and f"vllm-{TEMPLATE_ARM}" in orchestrator_deps:
+        out["services"]["orchestrator"] = {"depends_on": {f"vllm-{arm}": {"condition": "service_healthy"}
+                                                          for arm in extras}}
     if f"vllm-cache-{TEMPLATE_ARM}" in (source.get("volumes") or {}):
         out["volumes"] = {f"vllm-cache-{arm}": {} for arm in extras}
     header = ("# Generated by abserve.deploy.compose_env --arms-compose for this run's extra arms "
@@ -317,6 +329,7 @@ def arm_env(arm: str, spec: ArmConfig | None) -> dict[str, str]:
         f"ABSERVE_VLLM_TAG_{suffix}": image_tag(image) if image else "",
         f"VLLM_ARM_ARGS_{suffix}": shlex.join(render_args(spec.args)) if spec is not None else "",
         f"ABSERVE_LOOKUP_{suffix}": (spec.lookup or "") if spec is not None else "",
+        f"ABSERVE_MUTANT_{suffix}": (spec.mutant or "") if spec is not None else "",
     }
 
 
@@ -338,17 +351,16 @@ def render_env_file(env: dict[str, str]) -> str:
 
 
 def load_experiment(path: Path) -> ComposeExperiment:
-    """Read and check a GPU experiment config."""
-    raw = yaml.safe_load(path.read_text())
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    return ComposeExperiment.model_validate(raw)
+    """Read and check an experiment config for compose, with the one reader of experiment
+    files (``abserve.config.load_experiment``: ``extends:``, packaged names, relative paths)."""
+    return read_experiment(path, ComposeExperiment)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m abserve.deploy.compose_env CONFIG``: print the env file, or the error."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", type=Path, help="configs/gpu-*.yaml, relative to the repo root")
+    parser.add_argument("config", type=Path, help="an experiment config under configs/ or traffic/, "
+                                                  "relative to the repo root")
     parser.add_argument("--arms-compose", action="store_true",
                         help="print the compose file of the config's extra arms, made from the "
                              "compose file on stdin (empty when there are none)")
@@ -359,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(extra_arms_compose(experiment, sys.stdin.read()))
             return 0
         text = render_env_file(compose_env(experiment, args.config.as_posix()))
-    except (OSError, ValueError, yaml.YAMLError) as exc:  # pydantic's ValidationError is a ValueError
+    except (OSError, ValueError, yaml.YAMLError, YamlFileError) as exc:  # ConfigError is a ValueError
         print(f"compose_env: {args.config}: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(f"# derived from {args.config.as_posix()} by abserve.deploy.compose_env\n{text}")

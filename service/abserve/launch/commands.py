@@ -41,19 +41,32 @@ def run(
     budget: Annotated[str | None, typer.Option(
         "--budget", help="Run in rounds until decided, within this budget: 10m, 600s, 400req or 10m,400req "
                          "(default: the config's budget:, else its fixed plan).")] = None,
+    target: Annotated[str, typer.Option(
+        "--target", envvar="ABSERVE_TARGET",
+        help="Where the arms run: local (abserve starts them; url: arms are probed) or compose "
+             "(the services vllm-<arm> of the docker compose stack: its orchestrator service).")] = "local",
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="The run's id (default: a new one from the config's name and the time).")] = None,
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar="ABSERVE_DATABASE_URL",
+        help="Store URL (default: SQLite in --out; PostgreSQL: postgresql+psycopg://...).")] = None,
 ) -> None:
-    """Start the arms, prove their lookups, drive load through the router, judge, report."""
+    """Start the arms, prove them, drive load through the router in rounds, judge, report."""
     from rich.console import Console
 
     from abserve.config import load_experiment
+    from abserve.launch.compose_target import TARGETS
     from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
     from abserve.launch.rounds import parse_budget
     from abserve.launch.run_paths import RunRefused
 
     console = Console()
     try:
+        if target not in TARGETS:
+            raise ValueError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
         limits = parse_budget(budget) if budget else None
-        code = run_experiment(load_experiment(config), config, out, console, limits)
+        code = run_experiment(load_experiment(config), config, out, console, limits,
+                              target=target, run_id=run_id, database_url=db or None)
     except (ValueError, RunRefused) as exc:
         console.print(f"[bold red]run refused:[/] {exc}")
         raise typer.Exit(exit_codes.USAGE) from exc

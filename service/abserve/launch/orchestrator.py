@@ -27,6 +27,7 @@ from abserve.launch import arm_servers
 from abserve.launch.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.launch.arm_pool import ArmPool
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
+from abserve.launch.compose_target import ComposeServer, compose_servers, server_identity
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
 from abserve.launch.looks import IncrementalLooks
 from abserve.launch.neighbours import block_sampler
@@ -240,7 +241,7 @@ def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
 
 
 def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
-                      model: Path, paths: RunPaths, run_id: str,
+                      model: Path | None, paths: RunPaths, run_id: str,
                       blocks: list[BlockRecord] | None = None,
                       rounds: RoundLog | None = None, died: ArmDeath | None = None,
                       facts: dict[str, ArmFacts] | None = None) -> RunInfo:
@@ -254,6 +255,9 @@ def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict
         run.arms = {name: arm_provenance(name, server, config.arms[name], (facts or {}).get(name))
                     for name, server in servers.items()}
         run.provenance = run_provenance(config, config_path, model, blocks)
+        run.provenance.arm_environment = {name: server_identity(server.telemetry())["environment"]
+                                          for name, server in servers.items()
+                                          if isinstance(server, ComposeServer)}
         if rounds is not None:
             run.provenance.sequential = rounds.as_provenance()
         if died is not None:
@@ -266,14 +270,44 @@ def new_run_id(config: ExperimentConfig) -> str:
     return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
+def start_arms(config: ExperimentConfig, paths: RunPaths, pool: ArmPool, target: str,
+               console: Console) -> tuple[Path | None, dict[str, ArmFacts], dict[str, VllmServer]]:
+    """The arms of ``target`` started and ready: the model (None under compose: the arms load
+    it), what the checks found of each arm, and each arm's server."""
+    if target == "compose":  # compose started them: only waited for (launch/compose_target.py)
+        servers: dict[str, VllmServer] = dict(compose_servers(config, paths.telemetry, paths.log))
+        console.print(f"waiting for the compose arms {', '.join(f'vllm-{n}' for n in servers)} ...")
+        start_servers(list(servers.values()))
+        return None, {}, servers
+    if images := [name for name, arm in config.arms.items() if arm.kind == "image"]:
+        raise RunRefused(f"arms {images} are images, which docker compose runs: scripts/signoff.sh "
+                         "CONFIG, or `docker compose up` with ABSERVE_CONFIG in .env (docs/gpu.md)")
+    model = ensure_model(config)
+    facts = check_arm_setup(config, model)
+    servers, to_start = pool.adopt(config, make_servers(config, model, paths))
+    modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}" for n, a in config.arms.items())
+    console.print(f"starting arms {modes} ...")
+    if kept := [name for name, server in servers.items() if server.process is not None]:
+        console.print(f"arms {', '.join(kept)}: servers kept running from an earlier experiment")
+    started = time.monotonic()
+    start_servers(to_start, pin_when_ready=True)
+    console.print(f"arms ready in {time.monotonic() - started:.0f} s")
+    return model, facts, servers
+
+
 def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console,
-                   budget: BudgetConfig | None = None, pool: ArmPool | None = None) -> int:
+                   budget: BudgetConfig | None = None, pool: ArmPool | None = None,
+                   target: str = "local", run_id: str | None = None,
+                   database_url: str | None = None) -> int:
     """Run the whole experiment; return the report's exit code (3 when the run is invalid).
 
     With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
     after each and stops when the answer is known (``abserve.launch.rounds``). With a
     ``pool`` (``abserve selftest``) arms take over servers an earlier experiment kept, and
-    leave theirs to later ones (``abserve.launch.arm_pool``).
+    leave theirs to later ones (``abserve.launch.arm_pool``). ``target``: where the arms run,
+    ``local`` processes (and ``url:`` endpoints) or ``compose`` services
+    (``abserve.launch.compose_target``); ``run_id`` and ``database_url`` name the run and its
+    store (default: a new id, SQLite in ``out``).
 
     A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
@@ -283,10 +317,11 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     except ValueError as exc:
         raise RunRefused(str(exc)) from exc
     began = time.monotonic()
-    paths = RunPaths(out)
+    paths = RunPaths(out, database_url)
     paths.log("x").parent.mkdir(parents=True, exist_ok=True)
     remove_stale_report(out)
-    run_id = new_run_id(config)
+    run_id = run_id or new_run_id(config)
+    model: Path | None = None
     servers: dict[str, VllmServer] = {}
     router: RouterProcess | None = None
     finished = False
@@ -296,17 +331,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
-            model = ensure_model(config)
-            facts = check_arm_setup(config, model)
-            servers, to_start = pool.adopt(config, make_servers(config, model, paths))
-            modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}"
-                              for n, a in config.arms.items())
-            console.print(f"starting arms {modes} ...")
-            if kept := [name for name, server in servers.items() if server.process is not None]:
-                console.print(f"arms {', '.join(kept)}: servers kept running from an earlier experiment")
-            started = time.monotonic()
-            start_servers(to_start, pin_when_ready=True)
-            console.print(f"arms ready in {time.monotonic() - started:.0f} s")
+            model, facts, servers = start_arms(config, paths, pool, target, console)
             prove_arms(config, servers, console)
             router = RouterProcess(
                 router_settings(config, servers, paths, run_id, free_port()), paths,

@@ -56,26 +56,59 @@ def arm_provenance(name: str, server: VllmServer, arm: ArmConfig,
     """One arm's proof (from its telemetry) or "unproven", its kind, server arguments, env
     (secrets masked), interpreter, vLLM version, model and placement."""
     from abserve.arms import masked
+    from abserve.launch.compose_target import ComposeServer, server_identity
     from abserve.vllm_plugin import installed_vllm_version
 
     records = server.telemetry()
     provenance = proven_provenance(records, arm.expected_mode)
-    if not records:
-        provenance.proof_detail = provenance.proof_detail or "unproven: no lookup to prove"
     provenance.kind, provenance.role, provenance.url = arm.kind, arm.role, server.url
     version = facts.vllm_version if facts else None
     provenance.vllm_version = provenance.vllm_version or version or (
-        installed_vllm_version() if arm.kind == "managed" and arm.own_python else None)
+        installed_vllm_version() if arm.kind == "managed" and arm.own_python
+        and not isinstance(server, ComposeServer) else None)
+    if isinstance(server, ComposeServer):  # compose ran it: what it ran, as the server said
+        identity = server_identity(records)
+        provenance.kind, provenance.image = "image", server.image
+        provenance.server_args = identity["server_args"]
+        provenance.placement = {"service": f"vllm-{name}"}
+    elif arm.kind != "external":
+        provenance.server_args = server.spec.args(server.port)
+    if arm.expected_mode is None:
+        provenance.proof_detail = identified_detail(provenance)
     if arm.kind == "external":
         provenance.placement = {"cpus": "external"}
         provenance.model = dict(facts.model) if facts else {}
         return provenance
-    provenance.server_args = server.spec.args(server.port)
+    if isinstance(server, ComposeServer):
+        provenance.model = {"id": server.spec.model, "served_name": server.spec.served_model_name}
+        return provenance
     provenance.server_env = masked({**server.spec.env, **arm.env, **arm.mutant_env})
     provenance.python = str(arm.interpreter)
     provenance.model = {"path": server.spec.model, "served_name": server.spec.served_model_name}
     provenance.placement = {"cpus": list(server.cpus) if server.cpus else "unpinned"}
     return provenance
+
+
+def model_facts(config: ExperimentConfig, model: Path | None) -> dict[str, object]:
+    """The served model: its local folder and identity hash, or (compose: the arms load it from
+    the hub cache) its hub id and pinned revision."""
+    from abserve.launch.tiny_model import model_identity_hash
+
+    if model is None:
+        return {"id": config.model.id, "revision": config.model.revision,
+                "served_name": config.model.served_name}
+    return {"path": str(model), "served_name": config.model.served_name,
+            "identity_sha256": model_identity_hash(model)}
+
+
+def identified_detail(provenance: ArmProvenance) -> str:
+    """An arm without a lookup to prove: what identifies it, or why nothing does."""
+    if not provenance.identified:
+        return "unproven: no lookup to prove, and the server did not say what it ran"
+    what = [f"vLLM {provenance.vllm_version}"]
+    what += [f"image {provenance.image}"] if provenance.image else []
+    what += [f"{len(provenance.server_args)} server args"] if provenance.server_args else []
+    return "identified (no lookup to prove): " + ", ".join(what)
 
 
 def record_proofs(database_url: str, run_id: str, telemetry_root: Path, expected: dict[str, str]) -> RunInfo:
@@ -122,12 +155,10 @@ def _profile_file(profile: str) -> Path | None:
         return None
 
 
-def run_provenance(config: ExperimentConfig, config_path: Path, model: Path,
+def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | None,
                    blocks: list[BlockRecord] | None = None) -> RunProvenance:
     """Versions, hashes, seeds and host of a run, and its blocks (index, start and end time,
     placement of every arm; ``abserve.launch.blocks.block_record``)."""
-    from abserve.launch.tiny_model import model_identity_hash
-
     traffic = [_profile_file(item.profile) for item in config.load.profiles]
     profiles = {path.stem: file_sha256(path) for path in traffic if path is not None}
     return RunProvenance(
@@ -139,8 +170,7 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path,
         config_sha256=file_sha256(resolve_config(config_path)),
         policy_sha256=file_sha256(config.policy) if config.policy.exists() else None,
         traffic_sha256=profiles,
-        model={"path": str(model), "served_name": config.model.served_name,
-               "identity_sha256": model_identity_hash(model)},
+        model=model_facts(config, model),
         seeds={"load": config.load.seed, "server": config.server.seed},
         load_plan=[item.model_dump() for item in config.load.profiles],
         host=HostFacts(machine=platform.machine(), cpus=psutil.cpu_count(),

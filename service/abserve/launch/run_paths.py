@@ -22,10 +22,11 @@ class RunRefused(RunError):
 @dataclass
 class RunPaths:
     out: Path
+    database: str | None = None  # the store's URL; None: SQLite in ``out``
 
     @property
     def database_url(self) -> str:
-        return f"sqlite:///{(self.out / 'abserve.db').resolve()}"
+        return self.database or f"sqlite:///{(self.out / 'abserve.db').resolve()}"
 
     def log(self, name: str) -> Path:
         return self.out / "logs" / f"{name}.log"
