@@ -1,4 +1,5 @@
-"""CLI commands of the judgment: ``abserve report`` and ``abserve plan``; they only read the store.
+"""CLI commands of the judgment: ``abserve report``, ``abserve plan``, ``abserve watch`` and
+``abserve placement-bias`` (``abserve.report.placement_bias``); they only read the store.
 
 ``abserve report RUN_ID --out DIR [--db URL] [--policy FILE] [--baseline RUN_ID]`` writes the
 four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclusive or
@@ -248,3 +249,6 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report)
     app.command("plan")(plan_command)
     app.command("watch")(watch)
+    from abserve.report.placement_bias import placement_bias
+
+    app.command("placement-bias")(placement_bias)
