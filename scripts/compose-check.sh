@@ -244,7 +244,7 @@ words = "the a gather window image token step chunk lookup scan bisect server re
 with open(sys.argv[1], "w") as out:
     for i in range(96):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
-        out.write(json.dumps({"model": "tiny-llava", "temperature": 0, "max_tokens": 16,
+        out.write(json.dumps({"model": "tiny-llava", "temperature": 0, "max_tokens": 16, "stream": True,
                               "messages": [{"role": "user", "content": f"{i}: {text}"}]}) + "\n")
 PY
   derive_config "$config" cpu-compose-text "$SEQUENTIAL"'

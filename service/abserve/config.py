@@ -14,7 +14,6 @@ which reads this same schema.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -100,27 +99,10 @@ class LoadItem(BaseModel):
             raise ValueError("a file item's profile (its label) is lowercase letters, digits, '-'")
         return self
 
-    def plan_item(self) -> str:
-        """``profile:requests[:key=value;key=value]``, one word of compose's ``ABSERVE_LOAD_PLAN``."""
-        if self.kind == "file":
-            raise ValueError("traffic files are sent by abserve run, not yet by docker compose")
-        item = f"{self.profile}:{self.requests}"
-        if self.set:
-            pairs = ";".join(f"{key}={_plain(value)}" for key, value in self.set.items())
-            item = f"{item}:{pairs}"
-        if any(ch.isspace() for ch in item):
-            raise ValueError(f"load item {item!r} must not contain whitespace")
-        return item
-
 
 def _host(name: object) -> str:
     """A media host as the router compares it (``RouterSettings.allowed_media_hosts``)."""
     return str(name).strip().lower().rstrip(".")
-
-
-def _plain(value: Any) -> str:
-    """A YAML-readable scalar or compact JSON (JSON is YAML) for an override value."""
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 class LoadConfig(BaseModel):
@@ -322,13 +304,16 @@ class ConfigError(ValueError):
     """An experiment file refused; one ``field: problem`` line per error, never a value from it."""
 
 
-def load_experiment(path: Path | str,
-                    schema: type[Experiment] = ExperimentConfig) -> Experiment:  # type: ignore[assignment]
+def load_experiment(path: Path | str) -> ExperimentConfig:
     """Read and validate an experiment YAML file or packaged name (``abserve.packaged``;
     ``extends: OTHER.yaml`` allowed, paths in it relative to the file that names them); raises
-    ``ConfigError`` whose message quotes no value of the file (it may hold secrets). The one
-    reader of experiment files: ``schema`` is a stricter subclass where a target needs one
-    (``abserve.deploy.compose_env.ComposeExperiment``)."""
+    ``ConfigError`` whose message quotes no value of the file (it may hold secrets)."""
+    return load_experiment_as(path, ExperimentConfig)
+
+
+def load_experiment_as(path: Path | str, schema: type[Experiment]) -> Experiment:
+    """``load_experiment`` with a stricter schema where a target needs one
+    (``abserve.deploy.compose_env.ComposeExperiment``): the one reader of experiment files."""
     data = read_mapping(resolve_config(path), rebase=rebase_experiment)
     data.setdefault("policy", str(packaged("default", "policy")))
     try:

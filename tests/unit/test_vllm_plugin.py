@@ -116,12 +116,16 @@ def test_entry_point_is_registered_for_vllm() -> None:
 
 
 @pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)
-def test_unset_mode_leaves_vllm_untouched(probes: dict[str, Probe]) -> None:
+def test_unset_mode_leaves_vllm_untouched_and_records_only_what_identifies_the_arm(
+        probes: dict[str, Probe]) -> None:
     probe = probes["unset"]
     assert set(probe.result["modes"].values()) == {None}
     assert probe.result["timed"] is False
     assert probe.telemetry is not None
-    assert list(probe.telemetry.iterdir()) == []
+    (record,) = read_telemetry(probe.telemetry)  # an arm whose change is not the lookup: its identity
+    assert record.mode is None and record.patched == [] and record.counters.lookup_calls == 0
+    assert record.vllm_version == vllm_plugin.installed_vllm_version() is not None
+    assert record.argv and record.argv[0] == "-c"
 
 
 @pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)

@@ -45,8 +45,7 @@ import yaml
 from pydantic import model_validator
 
 from abserve.arms import REFERENCE, ArgValue, ArmConfig, render_args
-from abserve.config import ExperimentConfig, LoadItem
-from abserve.config import load_experiment as read_experiment
+from abserve.config import ExperimentConfig, LoadItem, load_experiment_as
 from abserve.launch.compose_target import ARM_PORT, arm_url
 from abserve.packaged import packaged_root
 from abserve.yamlfile import YamlFileError
@@ -353,7 +352,7 @@ def render_env_file(env: dict[str, str]) -> str:
 def load_experiment(path: Path) -> ComposeExperiment:
     """Read and check an experiment config for compose, with the one reader of experiment
     files (``abserve.config.load_experiment``: ``extends:``, packaged names, relative paths)."""
-    return read_experiment(path, ComposeExperiment)
+    return load_experiment_as(path, ComposeExperiment)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,7 @@ def run(
     from abserve.launch.compose_target import TARGETS
     from abserve.launch.orchestrator import EXIT_INVALID, RunError, run_experiment
     from abserve.launch.rounds import parse_budget
-    from abserve.launch.run_paths import RunRefused
+    from abserve.launch.run_paths import LoadStopped, RunRefused
 
     console = Console()
     try:
@@ -72,7 +72,7 @@ def run(
         raise typer.Exit(exit_codes.USAGE) from exc
     except RunError as exc:
         console.print(f"[bold red]run failed:[/] {exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
+        raise typer.Exit(exc.exit_code if isinstance(exc, LoadStopped) else EXIT_INVALID) from exc
     except KeyboardInterrupt:
         console.print("[bold red]interrupted[/]: every started process was stopped; the run is invalid")
         raise typer.Exit(130) from None

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from abserve.compare import Judgment
 from abserve.compare.family import FamilyJudgment
+from abserve.compare.model import DECIDED
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch import arm_servers
@@ -47,7 +48,7 @@ from abserve.launch.rounds import (
 )
 from abserve.launch.router_process import RouterProcess, router_settings
 from abserve.launch.run_guard import exclusive_run, sigterm_as_interrupt
-from abserve.launch.run_paths import RunError, RunPaths, RunRefused
+from abserve.launch.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.provenance_records import BlockRecord
@@ -96,7 +97,8 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
             raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
     for name, server in servers.items():
         if config.arms[name].expected_mode is None:
-            console.print(f"arm {name} ({config.arms[name].kind}): [yellow]unproven[/] (no lookup to prove)")
+            console.print(f"arm {name} ({config.arms[name].kind}): no lookup to prove; identified by "
+                          "what its server reports it ran (vLLM version, arguments, image)")
             continue
         if server.telemetry_dir is None:
             raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
@@ -157,7 +159,8 @@ def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
             shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
         ))
         if summary.abort_reason:
-            raise RunError(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}")
+            raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}",
+                              summary.stop_reason)
         sent += summary.requests_sent
     return sent
 
@@ -208,12 +211,23 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
             looks = looks or IncrementalLooks(judging_roles(config, policy), family_of(config))
             judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
                                     family_of(config), records, looks)
-            if should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round):
+            stop = should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round)
+            console.print(look_line(rounds))
+            if stop:
                 break
             round_began = time.monotonic()
     if rounds is not None:
         console.print(f"sequential: {rounds.stop_reason}")
     return records
+
+
+def look_line(rounds: RoundLog) -> str:
+    """One line per look, for a log without a live display (``docker compose up``'s output)."""
+    look = rounds.looks[-1]
+    open_gates = [name for name, outcome in look.gates.items() if outcome not in DECIDED]
+    decided = len(look.gates) - len(open_gates)
+    return (f"look {look.round}: {look.requests} requests in {look.seconds:.0f} s; {decided} of "
+            f"{len(look.gates)} gates decided" + (f"; open: {', '.join(open_gates)}" if open_gates else ""))
 
 
 def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,

@@ -14,6 +14,15 @@ class RunError(RuntimeError):
     """The run cannot go on; the message says why and what to look at."""
 
 
+class LoadStopped(RunError):
+    """The load stopped before it had sent its requests (``abserve.traffic.runner``): at its
+    error-rate limit (exit 6, as ``abserve load``'s), a lost worker (7), else invalid (3)."""
+
+    def __init__(self, message: str, stop_reason: str | None) -> None:
+        super().__init__(message)
+        self.exit_code = {"error_rate": 6, "worker_lost": 7}.get(stop_reason or "", 3)
+
+
 class RunRefused(RunError):
     """The run was refused before anything started (its config, its arms, the machine's run lock):
     a tool error (exit 4), not an invalid run."""

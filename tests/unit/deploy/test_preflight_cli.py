@@ -155,7 +155,7 @@ def signoff(tmp_path: Path, abserve: str | None, **env: str) -> tuple[int, str, 
     (tree / "configs").mkdir()
     shutil.copy(ROOT / "scripts" / "signoff.sh", tree / "scripts" / "signoff.sh")
     shutil.copy(RELEASE, tree / "configs" / "gpu-release.yaml")
-    (tree / ".env").write_text("ABSERVE_API_KEY=0123456789abcdef-key\n" + ENV)
+    (tree / ".env").write_text(ENV)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "calls.log"

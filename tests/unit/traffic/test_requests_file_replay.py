@@ -95,8 +95,6 @@ def test_a_file_item_is_checked_when_the_config_loads(tmp_path: Path) -> None:
     assert (item.imported["requests"], item.imported["images"]) == (6, 4)
     sent = config.file_source(item, skip=3)
     assert (sent.model, sent.skip, sent.checked) == ("tiny-llava", 3, 6)
-    with pytest.raises(ValueError, match="not yet by docker compose"):
-        item.plan_item()
     twice = {"kind": "file", "file": {"path": "data/gateway.jsonl"}}
     with pytest.raises(ConfigError, match="'file-gateway' is named twice"):
         load_experiment(experiment(tmp_path, twice, load={"profiles": [twice, twice]}))
