@@ -309,7 +309,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             console.print(f"arms ready in {time.monotonic() - started:.0f} s")
             prove_arms(config, servers, console)
             router = RouterProcess(
-                router_settings(config, servers, paths, run_id, free_port()), paths,
+                router_settings(config, servers, paths, run_id, free_port(), judging_roles(config, policy)),
+                paths,
                 secrets.token_urlsafe(24), arm_servers.router_arms(config, servers)[1],
             )
             router.start()
