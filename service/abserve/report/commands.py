@@ -91,9 +91,9 @@ def build_report(
     return write_report(judgment, out, baseline=baseline, exchanges=evidence)
 
 
-def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
-    """The store URL, the policy and a line saying where both came from."""
-    from abserve.report.locate import LocateError, find_policy, find_store, recorded_policy
+def store_location(run_id: str, db: str | None, runs: Path) -> tuple[str, Path | None, str]:
+    """The store URL, its SQLite file when it is one, and the "store:" line (no password)."""
+    from abserve.report.locate import LocateError, find_store
     from abserve.store.urls import shown_url
 
     try:
@@ -104,14 +104,21 @@ def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tupl
     where = f"store: {shown_url(url) if db else path}"
     if path is None and url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
+    return url, path, where
+
+
+def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
+    """The store URL, the policy and a line saying where both came from: ``--policy`` (said to
+    override the run's own when it recorded one), else the run's (``abserve.report.locate``)."""
+    from abserve.report.locate import LocateError, find_policy, override_note
+
+    url, path, where = store_location(run_id, db, runs)
     with open_store(url) as store:
         run = store.get_run(run_id)
     if run is None:
         raise ReportError(f"no run {run_id!r} in the store")
     if policy is not None:
-        own = recorded_policy(run.provenance)
-        how = f"--policy, overrides the run's {own.policy.name}" if own else "--policy"
-        return url, _policy(policy), f"{where}; policy: {policy} ({how})"
+        return url, _policy(policy), f"{where}; policy: {policy} ({override_note(run.provenance)})"
     try:
         found = find_policy(run_id, path, run.provenance)
     except LocateError as exc:

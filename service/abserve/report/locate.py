@@ -99,6 +99,12 @@ def recorded_policy(provenance: RunProvenance) -> Found | None:
     return Found(policy, f"the run's own record (recorded at its start{where})")
 
 
+def override_note(provenance: RunProvenance) -> str:
+    """How a ``--policy`` given on the command line is said: an override of the run's own."""
+    own = recorded_policy(provenance)
+    return f"--policy, overrides the run's {own.policy.name}" if own else "--policy"
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

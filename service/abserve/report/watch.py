@@ -37,7 +37,7 @@ from abserve.compare import Policy, PolicyError, load_policy
 from abserve.launch.rounds import interim_judgment, parse_budget
 from abserve.records import Exchange, RunInfo
 from abserve.report.commands import DEFAULT_POLICY, ReportError, open_store
-from abserve.report.locate import LocateError, find_policy, find_store, recorded_policy
+from abserve.report.locate import LocateError, find_policy, find_store, override_note
 from abserve.report.watch_frame import (
     FINAL_STATUSES,
     Frame,
@@ -188,11 +188,7 @@ def choose_policy(run_id: str, url: str, run: RunInfo, given: Path | None) -> tu
             path = DEFAULT_POLICY
         else:
             return found.policy, found.source
-    if given is None:
-        how = "the run records none"
-    else:
-        own = recorded_policy(run.provenance)
-        how = f"--policy, overrides the run's {own.policy.name}" if own else "--policy"
+    how = "the run records none" if given is None else override_note(run.provenance)
     try:
         return load_policy(path), f"{path} ({how})"
     except PolicyError as exc:
