@@ -111,7 +111,10 @@ class LoadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     users: int = Field(4, ge=1)
     seed: int = 0
-    max_error_rate: float = 0.2
+    # Each block's load stops beyond this share of failures. Looser than the policy's
+    # max_error_rate (abserve.limits: 0.02) on purpose: the policy judges the whole run's rate,
+    # which a few failures in one block of it do not decide.
+    max_error_rate: float = Field(0.2, ge=0.0, le=1.0)
     # closed: each user sends its next request when the client's answer (the primary arm's)
     # ends, so a non-primary arm may still be decoding then; constant/poisson at ``rate``
     # requests per second (open loop) leave every arm idle between requests when the rate is

@@ -18,7 +18,9 @@ Who writes what: ``abserve.launch.provenance.run_provenance`` (versions, hashes,
 load plan, blocks), the orchestrator (``sequential``, ``arm_death``, each block's
 ``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``),
 ``abserve.deploy.record_arms``/``record_load`` (compose: ``arm_environment``, ``model``,
-``load``) and ``Store.resume_run`` (``router_restarts``).
+``load``), ``Store.resume_run`` (``router_restarts``) and the router when it creates the run
+(what the launcher knew at the start: ``policy``, ``policy_file``, ``policy_sha256``; a later
+update that carries no policy keeps them: ``Store.update_run``).
 """
 
 from __future__ import annotations
@@ -147,7 +149,12 @@ class RunProvenance(ProvenanceRecord):
     torch_version: str | None = None
     experiment: str | None = None
     config_sha256: str | None = None
-    policy_sha256: str | None = None
+    policy_sha256: str | None = None  # of the policy file (``policy_file``)
+    # The policy the run is judged with, arm roles included, recorded as the run is created
+    # (``abserve run``: the router's ``run_provenance`` setting), so every interim look,
+    # ``abserve watch`` and ``abserve report`` judge with it (``abserve.report.locate``).
+    policy: dict[str, Any] | None = None
+    policy_file: str | None = None  # where ``policy`` was read from, as the config named it
     traffic_sha256: dict[str, str] = Field(default_factory=dict)  # profile -> its file's sha256
     # abserve run: path, served_name, identity_sha256; compose: the model id and revision.
     model: dict[str, Any] = Field(default_factory=dict)

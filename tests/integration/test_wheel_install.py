@@ -142,8 +142,9 @@ def _store(folder: Path, runs: dict[str, dict[str, object]]) -> str:
 def test_plan_and_report_with_packaged_policies(venv: Path, outside: Path) -> None:
     digest = hashlib.sha256((ROOT / "configs/policy/cpu-default.yaml").read_bytes()).hexdigest()
     url = _store(outside, {"r1": {}, "r2": {"policy_sha256": digest}})
-    plan = abserve(venv, outside, "plan", "r1", "--db", url, "--effect-relative", "0.05")
-    assert plan.returncode == 0, plan.stdout + plan.stderr  # under the default policy, packaged
+    plan = abserve(venv, outside, "plan", "r2", "--db", url, "--effect-relative", "0.05")
+    assert plan.returncode == 0, plan.stdout + plan.stderr  # under the recorded policy, packaged
+    assert "policy: cpu-default from " in plan.stdout
     report = abserve(venv, outside, "report", "r1", "--db", url, "--out", "out", "--policy", "gpu")
     assert report.returncode in (0, 1, 2), report.stdout + report.stderr
     assert "policy: gpu (--policy)" in report.stdout

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from abserve.compare.causes import hold
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
 from abserve.provenance_records import CoreLoad, RunProvenance
@@ -92,4 +93,6 @@ def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provena
         else:
             line.outcome = "unstable"
             line.reason += f"; cannot tell: {why}"
+            hold(line, "neighbours", f"{found.where}, above the policy's neighbours.max_foreign_share "
+                                     f"of {rule.max_foreign_share:.0%}")
     return found

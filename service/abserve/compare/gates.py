@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from abserve.compare.causes import hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import DECIDED, Drift, Look, MetricLine, Outcome
@@ -92,8 +93,12 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     threshold = threshold_for(rule, base_v)
     outcome, reason = latency_outcome(rule, _est(last), _lo(last), _hi(last), threshold)
     biases = placement_biases(design, _alpha(policy), policy.sequential.phi, policy.sequential.clip)
+    unguarded = outcome
     if not placement_known:
         outcome, reason = _unknown_placement(rule, outcome, reason, last, threshold, policy)
+        if outcome != unguarded:
+            bias = policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
+            hold(line, "placement", placement_detail(bias, "a placement abserve did not control", threshold))
     drift = _drift(design, threshold, policy)
     if drift.unstable and outcome in DECIDED:
         outcome = "unstable"

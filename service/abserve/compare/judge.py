@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from abserve.compare.causes import name_drift_causes
 from abserve.compare.contamination import apply_contamination
 from abserve.compare.digest import Digester
 from abserve.compare.equality import problem_of
@@ -276,6 +277,7 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     floor_counts = (pairs[1].summary.mismatches, pairs[1].comparable) if floor else None
     eq = path.equality(pairs[0], floor_counts, policy)
     lines, placement_known, looks = path.gates(judged, lat, policy)
+    name_drift_causes(lines, judged, lat, policy)
     eq.drift_tolerance = tolerance
     pacing, withhold = pacing_statement(run, all_ex)
     if withhold:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from abserve.compare.causes import hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import EqualityLine, EqualityVerdict, MetricLine
@@ -85,6 +86,7 @@ def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, pol
     est, low, high = (iv.estimate, iv.low, iv.high) if shift is None else \
         (shift.estimate, shift.low, shift.high)
     outcome, reason = latency_outcome(rule, est, low, high, threshold)
+    unguarded = outcome
     if shift is not None:
         reason = f"counterbalanced over {len(shift.levels)} placements: {reason}"
         outcome, reason = bias_guard(rule, outcome, reason, shift, threshold, policy)
@@ -97,4 +99,6 @@ def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, pol
         line.method = "counterbalanced"
         line.naive_estimate, line.naive_low, line.naive_high = iv.estimate, finite(iv.low), finite(iv.high)
         line.placement_bias = shift.bias
+        if outcome != unguarded:
+            hold(line, "placement", placement_detail(shift.bias, shift.bias_placement, threshold))
     return line

@@ -31,6 +31,18 @@ class Drift(BaseModel):
     high: float | None = None
     unstable: bool = False
     trajectory: Trajectory = Field(default_factory=Looks)
+CauseKind = Literal["neighbours", "drift", "placement", "warmup"]
+
+
+class Cause(BaseModel):
+    """What held a gate open that its interval alone would have decided (``unstable``, or
+    ``inconclusive`` for a placement's bias), in words for the first screen
+    (``abserve.compare.causes``)."""
+
+    kind: CauseKind
+    detail: str
+
+
 PERCENTILES: tuple[float, ...] = tuple(i / 100 for i in range(101))
 
 
@@ -67,6 +79,7 @@ class MetricLine(BaseModel):
     guard: bool = False  # critical only once it fails (compare/strata.py, compare/quantile_cs.py)
     trajectory: Trajectory = Field(default_factory=Looks)
     drift: Drift | None = None
+    cause: Cause | None = None  # what held the line open (neighbours, drift, placement, warm-up)
 
 
 class PlacementLevel(BaseModel):

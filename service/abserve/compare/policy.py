@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from abserve.limits import MAX_ERROR_RATE
 from abserve.packaged import PackagedError, resolve_config
 from abserve.yamlfile import YamlFileError, read_mapping
 
@@ -216,7 +217,7 @@ class Policy(_Strict):
     min_samples: int = Field(default=30, ge=1)
     warmup_requests: int = Field(default=0, ge=0)
     warmup_seconds: float = Field(default=0.0, ge=0.0)
-    max_error_rate: float = Field(default=0.02, ge=0.0, le=1.0)
+    max_error_rate: float = Field(default=MAX_ERROR_RATE, ge=0.0, le=1.0)
     min_coverage: float = Field(default=0.99, ge=0.0, le=1.0)
     allow_unmeasured_floor: bool = True
     # An arm that proves no lookup (an external endpoint, a stock build) is reported as

@@ -36,6 +36,7 @@ from abserve.launch.progress import LiveProgress
 from abserve.launch.provenance import arm_provenance, run_provenance
 from abserve.launch.rounds import (
     RoundLog,
+    block_requests,
     block_shares,
     infinite_plan,
     interim_judgment,
@@ -193,16 +194,17 @@ def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict
     """
     plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
     per_round, blocks_per_round = round_requests(config), rotations(config)
-    total = config.blocks.warmup_requests + (
-        sum(item.requests for item in config.load.profiles) if rounds is None
-        else rounds.budget.requests or per_round * 8)
+    total = config.blocks.warmup_requests + (  # a sequential run's grows block by block
+        sum(item.requests for item in config.load.profiles) if rounds is None else 0)
     records: list[BlockRecord] = []
     looks: IncrementalLooks | None = None  # the run's digest, fed each round's new exchanges
-    with LiveProgress(router.url, router.api_key, list(servers), total, console):
+    with LiveProgress(router.url, router.api_key, list(servers), total, console) as progress:
         if config.blocks.warmup_requests:
             send_warmup(config, router, servers, paths, run_id)
         round_began = time.monotonic()
         for block in plan:
+            if rounds is not None:
+                progress.expect(block_requests(config, block.index))
             records.append(send_block(config, block, router, servers, paths, run_id))
             if rounds is None or policy is None or (block.index + 1) % blocks_per_round:
                 continue
@@ -348,7 +350,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             model, facts, servers = start_arms(config, paths, pool, target, console)
             prove_arms(config, servers, console)
             router = RouterProcess(
-                router_settings(config, servers, paths, run_id, free_port()), paths,
+                router_settings(config, servers, paths, run_id, free_port(), judging_roles(config, policy)),
+                paths,
                 secrets.token_urlsafe(24), arm_servers.router_arms(config, servers)[1],
             )
             router.start()

@@ -2,7 +2,9 @@
 
 A rich ``Live`` table refreshed from the router's own Prometheus ``/metrics`` once a
 second by a background thread, so the display costs the router one cheap GET per second
-and shows exactly what the router counted.
+and shows exactly what the router counted. The bar's total is the requests the run sends:
+known at the start for a fixed plan (``planned_requests``); a sequential run's grows by each
+block's requests as the block starts (``LiveProgress.expect``), so it never ends past it.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class LiveProgress:
         self.live = Live(self._render(), console=console, refresh_per_second=2, transient=False)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="abserve-progress", daemon=True)
+
+    def expect(self, requests: int) -> None:
+        """Grow the bar's total by ``requests`` about to be sent (a sequential run's next block)."""
+        total = self.bar.tasks[0].total or 0
+        self.bar.update(self.task, total=total + requests)
 
     def _render(self) -> Table:
         grid = Table.grid()

@@ -2,7 +2,8 @@
 
 Collected by the orchestrator after the load (telemetry keeps growing while servers run,
 so the final counters are read last) and stored with the run, so ``abserve report`` needs
-nothing but the store.
+nothing but the store. The policy is recorded earlier, as the router creates the run
+(``start_provenance``), so every look at a running run judges with it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
 if TYPE_CHECKING:
+    from abserve.compare.policy import Policy
     from abserve.config import ArmConfig, ExperimentConfig
     from abserve.launch.arm_checks import ArmFacts
     from abserve.launch.server import VllmServer
@@ -153,6 +155,13 @@ def _profile_file(profile: str) -> Path | None:
         return resolve_profile_path(profile)
     except ProfileError:
         return None
+
+
+def start_provenance(config: ExperimentConfig, policy: Policy) -> RunProvenance:
+    """What the run records as it is created: the policy it is judged with (arm roles
+    included), the file it was read from and that file's SHA-256."""
+    return RunProvenance(policy=policy.model_dump(mode="json"), policy_file=str(config.policy),
+                         policy_sha256=file_sha256(config.policy) if config.policy.exists() else None)
 
 
 def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | None,

@@ -98,6 +98,11 @@ def block_shares(config: ExperimentConfig) -> list[list[int]]:
     return [split_requests(item.requests, config.blocks.count) for item in config.load.profiles]
 
 
+def block_requests(config: ExperimentConfig, index: int) -> int:
+    """Requests block ``index`` sends: its share of every profile (``block_shares``)."""
+    return sum(share[index % len(share)] for share in block_shares(config))
+
+
 def round_requests(config: ExperimentConfig) -> int:
     """Requests the first round sends."""
     shares = block_shares(config)

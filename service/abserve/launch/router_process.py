@@ -16,14 +16,18 @@ import time
 import httpx
 import yaml
 
+from abserve.compare.policy import Policy
 from abserve.config import ExperimentConfig
 from abserve.launch import arm_servers
+from abserve.launch.provenance import start_provenance
 from abserve.launch.run_paths import RunError, RunPaths
 from abserve.launch.server import VllmServer
 
 
 def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,
-                    run_id: str, port: int) -> dict[str, object]:
+                    run_id: str, port: int, policy: Policy | None = None) -> dict[str, object]:
+    """The router's settings file; with ``policy`` (the one the run is judged with) the run is
+    created with it recorded (``abserve.launch.provenance.start_provenance``)."""
     arms, _ = arm_servers.router_arms(config, servers)
     settings: dict[str, object] = {
         "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
@@ -31,6 +35,8 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
         "run_id": run_id, "run_dir": str(paths.out),
         "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
     }
+    if policy is not None:
+        settings["run_provenance"] = start_provenance(config, policy).model_dump(mode="json")
     return settings
 
 

@@ -6,7 +6,8 @@ four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclus
 marginal, 3 invalid); 4 means the report could not be made (unknown run, unreadable store or
 policy). Without ``--db`` the store holding RUN_ID is found under ``--runs`` (``runs/``);
 without ``--policy`` the policy the run was judged with is used (``abserve.report.locate``);
-the command says which store and policy it used.
+the command says which store and policy it used. ``abserve plan RUN_ID`` finds its store and
+policy the same way.
 """
 
 from __future__ import annotations
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
 USAGE_ERROR = exit_codes.USAGE
 DEFAULT_POLICY = Path("configs/policy/default.yaml")
 
-DbOption = Annotated[str, typer.Option("--db", help="Store URL, e.g. sqlite:///runs/abserve.db.")]
-PolicyOption = Annotated[
-    Path, typer.Option("--policy", help="Policy YAML (default: configs/policy/default.yaml).")
-]
 
 
 class ReportError(RuntimeError):
@@ -95,9 +92,9 @@ def build_report(
     return write_report(judgment, out, baseline=baseline, exchanges=evidence)
 
 
-def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
-    """The store URL, the policy and a line saying where both came from."""
-    from abserve.report.locate import LocateError, find_policy, find_store
+def store_location(run_id: str, db: str | None, runs: Path) -> tuple[str, Path | None, str]:
+    """The store URL, its SQLite file when it is one, and the "store:" line (no password)."""
+    from abserve.report.locate import LocateError, find_store
     from abserve.store.urls import shown_url
 
     try:
@@ -106,14 +103,23 @@ def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tupl
         raise ReportError(str(exc)) from exc
     url = db or f"sqlite:///{path}"
     where = f"store: {shown_url(url) if db else path}"
-    if policy is not None:
-        return url, _policy(policy), f"{where}; policy: {policy} (--policy)"
     if path is None and url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
+    return url, path, where
+
+
+def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tuple[str, Policy, str]:
+    """The store URL, the policy and a line saying where both came from: ``--policy`` (said to
+    override the run's own when it recorded one), else the run's (``abserve.report.locate``)."""
+    from abserve.report.locate import LocateError, find_policy, override_note
+
+    url, path, where = store_location(run_id, db, runs)
     with open_store(url) as store:
         run = store.get_run(run_id)
     if run is None:
         raise ReportError(f"no run {run_id!r} in the store")
+    if policy is not None:
+        return url, _policy(policy), f"{where}; policy: {policy} ({override_note(run.provenance)})"
     try:
         found = find_policy(run_id, path, run.provenance)
     except LocateError as exc:
@@ -158,11 +164,10 @@ def report(
     raise typer.Exit(paths.exit_code)
 
 
-def make_plan(db: str, run_id: str, policy_path: Path, **kwargs: object) -> Plan:
+def make_plan(db: str, run_id: str, policy: Policy, **kwargs: object) -> Plan:
     """Plan a run from the pilot ``run_id`` in the store (see ``abserve.compare.plan.plan``)."""
     from abserve.compare.plan import plan
 
-    policy = _policy(policy_path)
     with open_store(db) as store:
         if store.get_run(run_id) is None:
             raise ReportError(f"no run {run_id!r} in the store")
@@ -175,7 +180,8 @@ def make_plan(db: str, run_id: str, policy_path: Path, **kwargs: object) -> Plan
 
 def plan_command(
     run_id: Annotated[str, typer.Argument(help="The pilot run.")],
-    db: DbOption,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Store URL (default: the SQLite store under --runs that holds RUN_ID).")] = None,
     metric: Annotated[str, typer.Option(help="ttft, tpot, itl or e2e.")] = "tpot",
     effect_ms: Annotated[float | None, typer.Option("--effect-ms", help="Effect to detect, ms.")] = None,
     effect_relative: Annotated[
@@ -186,17 +192,22 @@ def plan_command(
     mismatch_rate: Annotated[
         float | None, typer.Option("--mismatch-rate", help="Output mismatch rate to catch.")
     ] = None,
-    policy: PolicyOption = DEFAULT_POLICY,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", help="Policy YAML (default: the policy the run was judged with).")] = None,
+    runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
+        "runs"),
 ) -> None:
     """How many requests a run needs to detect an effect, from a pilot run's variance."""
     if metric not in ("ttft", "tpot", "itl", "e2e"):
         typer.echo(f"error: unknown metric {metric!r}", err=True)
         raise typer.Exit(USAGE_ERROR)
     try:
+        url, chosen, where = locate(run_id, db, policy, runs)
+        typer.echo(where)
         p = make_plan(
-            db,
+            url,
             run_id,
-            policy,
+            chosen,
             metric=metric,
             effect=None if effect_ms is None else effect_ms / 1000,
             effect_relative=effect_relative,
@@ -226,7 +237,8 @@ def watch(
         help="Store URL (default: $ABSERVE_DATABASE_URL, else the SQLite store under --runs that "
              "holds RUN_ID).")] = None,
     policy: Annotated[Path | None, typer.Option(
-        "--policy", help="Policy YAML (default: the run's, else configs/policy/default.yaml).")] = None,
+        "--policy", help="Policy YAML, overriding the one the run recorded (default: the run's, "
+                         "else configs/policy/default.yaml).")] = None,
     every: Annotated[float, typer.Option("--every", help="Seconds between refreshes.")] = 10.0,
     once: Annotated[bool, typer.Option("--once", help="Print one plain-text frame and exit.")] = False,
     budget: Annotated[str | None, typer.Option(

@@ -5,8 +5,10 @@ Store: every SQLite file under the runs folder (``runs/`` by default, at most fo
 candidate; each is read through SQLite's read-only mode, so a file that is not an abserve store
 is never changed. One candidate is the store; none or several is an error that names them.
 
-Policy, in order: the ``policy`` block of the ``report.json`` that ``abserve run`` wrote beside
-the store for this run (exactly what the run was judged with, arm roles included); else the
+Policy, in order: the policy the run recorded as it started (``RunProvenance.policy``: what
+every look of ``abserve run`` judged with, arm roles included; ``recorded_policy``); else the
+``policy`` block of the ``report.json`` that ``abserve run`` wrote beside the store for this run
+(a run recorded before runs kept their policy); else the
 policy file whose SHA-256 the run's provenance recorded (``policy_sha256``), looked for under
 ``configs/`` and then among the packaged configs (``abserve.packaged``); else an error asking for
 ``--policy`` (never a silent default).
@@ -84,6 +86,25 @@ def _from_report(store: Path, run_id: str) -> Found | None:
         return None
 
 
+def recorded_policy(provenance: RunProvenance) -> Found | None:
+    """The policy the run recorded as it started, or None (none recorded, or one this abserve
+    cannot read: a newer policy's keys)."""
+    if provenance.policy is None:
+        return None
+    try:
+        policy = Policy.model_validate(provenance.policy)
+    except ValueError:
+        return None
+    where = f" from {provenance.policy_file}" if provenance.policy_file else ""
+    return Found(policy, f"the run's own record (recorded at its start{where})")
+
+
+def override_note(provenance: RunProvenance) -> str:
+    """How a ``--policy`` given on the command line is said: an override of the run's own."""
+    own = recorded_policy(provenance)
+    return f"--policy, overrides the run's {own.policy.name}" if own else "--policy"
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -110,7 +131,8 @@ def _policy_files(configs: Path) -> list[Path]:
 def find_policy(run_id: str, store: Path | None, provenance: RunProvenance,
                 configs: Path = Path("configs")) -> Found:
     """The policy ``run_id`` was judged with (see the module docstring)."""
-    found = _from_report(store, run_id) if store is not None else None
+    found = recorded_policy(provenance)
+    found = found or (_from_report(store, run_id) if store is not None else None)
     found = found or _from_provenance(provenance, configs)
     if found is None:
         recorded = provenance.policy_sha256

@@ -2,7 +2,8 @@
 
 A release manager reads the verdict and these sentences and nothing else: whether the outputs
 match (and how sensitive that check was), whether the candidate is slower on each critical
-latency gate (the shift against its allowance), what one more image per request costs or saves,
+latency gate (the shift against its allowance, or what held it open: neighbours on the arms' cores,
+drift, placement, warm-up, as the gate recorded), what one more image per request costs or saves,
 and why the run stopped. Each sentence names the section below that holds its evidence
 (``anchor``: an element id of report.html; ``heading``: the report.md heading).
 
@@ -107,6 +108,21 @@ def equality_sentence(j: Judgment) -> Sentence:
     return Sentence(text, "#mismatches", "the mismatching outputs side by side", "Output equality", tone)
 
 
+HELD_BY = {  # the cause a gate recorded (abserve.compare.causes), said first
+    "neighbours": "other processes used the arms' cores ({})",
+    "drift": "{}",
+    "placement": "{}",
+    "warmup": "the arms were still warming up ({})",
+}
+
+
+def held_by(m: MetricLine) -> str:
+    """Why ``m`` is held open, in the words of the cause its gate recorded."""
+    if m.cause is None:  # a judgment made before gates recorded their causes
+        return "the measurement was not stable enough to decide"
+    return HELD_BY[m.cause.kind].format(m.cause.detail)
+
+
 def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
     cand = arm_label(j, "candidate")
     what = WHAT.get(m.metric, f"on {m.metric}")
@@ -120,9 +136,8 @@ def latency_sentence(j: Judgment, m: MetricLine) -> Sentence:
         text = f"{_cap(cand)} is slower {what}: {span}, beyond the allowed {allowed}."
     elif m.outcome == "marginal":
         text = f"{_cap(cand)} may be slower {what}: {span}, allowed {allowed}, not proven either way."
-    elif m.outcome == "unstable":
-        text = (f"Not decided whether {cand} is slower {what}: the difference drifted over the run "
-                f"({span}, allowed {allowed}).")
+    elif m.cause is not None or m.outcome == "unstable":
+        text = f"Not decided whether {cand} is slower {what}: {held_by(m)}; {span}, allowed {allowed}."
     else:
         text = (f"Not yet decided whether {cand} is slower {what}: {span} still spans the "
                 f"allowed {allowed}.")

@@ -5,11 +5,12 @@ router started by hand), so the store is the one place every flow can be watched
 refresh reads what was recorded since the last one (by row id; the whole run again when the
 count says a row was committed out of order, as PostgreSQL with several router workers can),
 counts requests, errors and mismatches per arm, and judges the stored exchanges as the rounds
-loop of ``abserve run`` does (``abserve.launch.rounds.interim_judgment``) under the policy:
-``--policy``, else the one the run recorded (``abserve.report.locate``), else
-``configs/policy/default.yaml``. Judging costs about a second per thousand exchanges, so it
-runs only when new exchanges arrived and at most every N refreshes, N chosen so judging takes
-at most a quarter of the watch's time. The frame itself is ``abserve.report.watch_frame``.
+loop of ``abserve run`` does (``abserve.launch.rounds.interim_judgment``) under the policy the
+run recorded as it started (``abserve.report.locate``: the one every look of the run judges
+with), else ``configs/policy/default.yaml``; ``--policy`` overrides it and says so. Judging
+costs about a second per thousand exchanges, so it runs only when new exchanges arrived and at
+most every N refreshes, N chosen so judging takes at most a quarter of the watch's time. The
+frame itself is ``abserve.report.watch_frame``.
 
 Output: a rich ``Live`` panel on a terminal; one plain status line per refresh otherwise
 (``docker logs``, CI logs); with ``--once`` one plain frame and exit. The watch ends with 0
@@ -36,7 +37,7 @@ from abserve.compare import Policy, PolicyError, load_policy
 from abserve.launch.rounds import interim_judgment, parse_budget
 from abserve.records import Exchange, RunInfo
 from abserve.report.commands import DEFAULT_POLICY, ReportError, open_store
-from abserve.report.locate import LocateError, find_policy, find_store
+from abserve.report.locate import LocateError, find_policy, find_store, override_note
 from abserve.report.watch_frame import (
     FINAL_STATUSES,
     Frame,
@@ -176,7 +177,8 @@ def open_run(run_id: str, db: str | None, runs: Path, wait_s: float,
 
 
 def choose_policy(run_id: str, url: str, run: RunInfo, given: Path | None) -> tuple[Policy, str]:
-    """``--policy``, else the policy the run recorded, else the default; and where it came from."""
+    """``--policy`` (said to override the run's own when the run recorded one), else the policy
+    the run recorded, else the default; and where it came from."""
     path = given
     if path is None:
         store = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
@@ -186,8 +188,9 @@ def choose_policy(run_id: str, url: str, run: RunInfo, given: Path | None) -> tu
             path = DEFAULT_POLICY
         else:
             return found.policy, found.source
+    how = "the run records none" if given is None else override_note(run.provenance)
     try:
-        return load_policy(path), f"{path}" + (" (--policy)" if given else " (the run records none)")
+        return load_policy(path), f"{path} ({how})"
     except PolicyError as exc:
         raise ReportError(f"{exc}; pass --policy FILE") from exc
 

@@ -85,7 +85,8 @@ async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIte
     store = Store.open(settings.effective_database_url)
     if own_run:
         try:
-            open_run(store, settings.run_id, settings.public_config(), settings.resume)
+            open_run(store, settings.run_id, settings.public_config(), settings.resume,
+                     settings.run_provenance)
         except Exception:
             store.close()
             raise

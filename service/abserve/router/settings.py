@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from abserve.provenance_records import RunProvenance
 from abserve.roles import Role, baselines, resolve_roles
 
 ROUTER_KEY_ENV = "ABSERVE_ROUTER_API_KEY"
@@ -103,6 +104,10 @@ class RouterSettings(BaseSettings):
     # primary and request settings) instead of refusing it as existing (router/run_open.py);
     # the restart is recorded in the run and stated in the report.
     resume: bool = False
+    # What the launcher knows of the run when it starts, recorded with the run as it is
+    # created (router/run_open.py): ``abserve run`` gives the policy the run is judged with,
+    # so a watch judges every look as the run does. Not part of the stored config.
+    run_provenance: RunProvenance = Field(default_factory=RunProvenance)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
@@ -191,7 +196,7 @@ class RouterSettings(BaseSettings):
 
     def public_config(self) -> dict[str, Any]:
         """The settings as stored with the run: secrets and credentials left out."""
-        data = self.model_dump(mode="json", exclude={"api_key", "database_url"})
+        data = self.model_dump(mode="json", exclude={"api_key", "database_url", "run_provenance"})
         for arm in data["arms"].values():
             arm.pop("api_key", None)
         return data

@@ -119,7 +119,8 @@ class Supervisor:
         self.overrides["port"] = held.getsockname()[1]  # port 0: the one the kernel chose
         with Store.open(s.effective_database_url) as store:
             try:
-                open_run(store, s.run_id, {**s.public_config(), "workers": self.workers}, s.resume)
+                open_run(store, s.run_id, {**s.public_config(), "workers": self.workers}, s.resume,
+                         s.run_provenance)
             except StoreError as exc:  # exists (no resume), still written, or another config
                 held.close()
                 raise StartupError(str(exc)) from exc

@@ -46,6 +46,8 @@ from abserve.token_columns import ArmColumns, unpack
 
 T = TypeVar("T")
 DEFAULT_STALE_AFTER_S = 10.0
+# Provenance recorded as the run is created (its policy): no later writer replaces it
+START_KEYS = ("policy", "policy_file", "policy_sha256")
 _PAGE = 256
 
 
@@ -193,17 +195,17 @@ class Store:
         """Replace a run's config, provenance and arm provenance (status is untouched). The
         router's restarts (``provenance.router_restarts``) are ``resume_run``'s to
         append: the stored list is kept, so a writer that read the run before a restart
-        cannot drop it."""
+        cannot drop it. The policy recorded when the run was created (``START_KEYS``) is kept
+        too: the run's policy is fixed from its start."""
         with self.engine.begin() as conn:
             stored = conn.execute(
                 select(runs_table.c.provenance).where(runs_table.c.run_id == run.run_id)
             ).scalar()
             if stored is None:
                 raise RunNotFoundError(run.run_id)
-            kept = RunProvenance.model_validate_json(stored)
-            if ROUTER_RESTARTS_KEY in kept.model_fields_set:
-                provenance = run.provenance.model_copy(update={ROUTER_RESTARTS_KEY: kept.router_restarts})
-                run = run.model_copy(update={"provenance": provenance})
+            kept = _kept(RunProvenance.model_validate_json(stored), run.provenance)
+            if kept:
+                run = run.model_copy(update={"provenance": run.provenance.model_copy(update=kept)})
             conn.execute(
                 update(runs_table).where(runs_table.c.run_id == run.run_id).values(_run_docs(run))
             )
@@ -452,6 +454,16 @@ class Store:
                 select(func.max(exchanges_table.c.schema_version)).where(exchanges_table.c.run_id == run_id)
             ).scalar()
         return None if value is None else int(value)
+
+
+def _kept(stored: RunProvenance, new: RunProvenance) -> dict[str, Any]:
+    """What ``update_run`` keeps of the stored provenance over ``new``: the router's restarts,
+    and the start keys the run was created with (the policy the run is judged with)."""
+    kept: dict[str, Any] = {key: getattr(stored, key) for key in START_KEYS
+                            if getattr(stored, key) is not None and getattr(new, key) != getattr(stored, key)}
+    if ROUTER_RESTARTS_KEY in stored.model_fields_set:
+        kept[ROUTER_RESTARTS_KEY] = stored.router_restarts
+    return kept
 
 
 def _count(conn: Connection, run_id: str) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from abserve import exit_codes
+from abserve.limits import MAX_ERROR_RATE
 
 if TYPE_CHECKING:
     from abserve.traffic.sources import FileSource
@@ -39,7 +40,8 @@ def load(
         help="corpus seed (default: profile's); a traffic file: which lines --sample keeps")] = None,
     run_id: Annotated[str | None, typer.Option(help="run id tag")] = None,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/load"),
-    max_error_rate: Annotated[float, typer.Option(help="stop early above this")] = 0.2,
+    max_error_rate: Annotated[float, typer.Option(
+        help="stop early once the error rate is above this (the policies' max_error_rate)")] = MAX_ERROR_RATE,
     model: Annotated[str | None, typer.Option(help="model name")] = None,
     tokenize_url: Annotated[str | None, typer.Option(help="/tokenize server")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,

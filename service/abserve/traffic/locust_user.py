@@ -33,6 +33,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
+from abserve.limits import MAX_ERROR_RATE
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError
@@ -65,7 +66,7 @@ def _add_options(parser: Any) -> None:
     add("--abserve-seed", type=int, default=-1, help="corpus seed (-1: the profile's)")
     add("--abserve-run-id", default="", help="run id tag (default: a fresh one)")
     add("--abserve-out", default="abserve-load", help="directory for timings and summaries")
-    add("--abserve-max-error-rate", type=float, default=0.2, help="stop early above this")
+    add("--abserve-max-error-rate", type=float, default=MAX_ERROR_RATE, help="stop early above this")
     add("--abserve-min-requests", type=int, default=10, help="judge error rate after N")
     add("--abserve-model", default="", help="model name (default: the profile's or /v1/models)")
     add("--abserve-tokenize-url", default="", help="server for /tokenize (default: the host)")

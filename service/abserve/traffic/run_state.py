@@ -161,9 +161,20 @@ class RunState:
             self.sent += 1
             self.failures += 0 if record.ok else 1
 
+    @property
+    def planned(self) -> int:
+        """Requests this process will send in all (0: a run bounded by its duration)."""
+        if self.plan is not None:
+            return len(self.plan)
+        return len(self.entries) if self.options.requests else 0
+
     def error_rate_exceeded(self) -> bool:
+        """Failures above ``max_error_rate`` of what this process sends: of all it will send
+        when that is known (the run's rate can then no longer end below the limit, so a single
+        early failure does not stop a long run), else of what it has sent so far."""
         opts = self.options
-        return self.sent >= opts.min_requests and self.failures > opts.max_error_rate * self.sent
+        of = max(self.sent, self.planned)
+        return self.sent >= opts.min_requests and self.failures > opts.max_error_rate * of
 
     def finished(self) -> bool:
         return self.exhausted and self.in_flight == 0

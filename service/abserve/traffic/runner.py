@@ -17,6 +17,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 # not from sender: it imports urllib3 (and ssl), which must come after Locust's gevent patching
+from abserve.limits import MAX_ERROR_RATE
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.sources.spec import FileSource
@@ -82,7 +83,7 @@ class LoadSpec:
     seed: int | None = None
     shape: ShapeName = "closed"
     rate: float = 0.0
-    max_error_rate: float = 0.2
+    max_error_rate: float = MAX_ERROR_RATE
     model: str | None = None
     tokenize_url: str | None = None
     overrides: Sequence[str] = ()

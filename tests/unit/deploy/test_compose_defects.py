@@ -102,6 +102,31 @@ def test_without_the_floor_no_a2_is_laid_out_or_expected(tmp_path: Path) -> None
     assert sorted(p.name for p in (tmp_path / "runs" / "r1" / "telemetry").iterdir()) == ["a", "b"]
 
 
+@pytest.mark.process
+def test_prepare_never_overwrites_a_run_but_moves_a_plain_ups_earlier_run_aside(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+
+    def prepare(run_id: str) -> subprocess.CompletedProcess[str]:
+        return sh("prepare-run.sh", {"PATH": os.environ["PATH"], "ABSERVE_RUNS_ROOT": str(runs),
+                                     "ABSERVE_RUN_ID": run_id, "ABSERVE_UID": str(os.getuid()),
+                                     "ABSERVE_GID": str(os.getgid()), "ABSERVE_ARMS": "a b"})
+
+    (runs / "r1").mkdir(parents=True)
+    (runs / "r1" / "abserve.db").write_text("")
+    refused = prepare("r1")
+    assert refused.returncode == 1
+    assert "already has a store" in refused.stderr
+    (runs / "manual" / "telemetry" / "a").mkdir(parents=True)
+    (runs / "manual" / "telemetry" / "a" / "old.json").write_text("{}")  # an earlier start's proof
+    (runs / "manual" / "report.json").write_text("{}")
+    moved = prepare("manual")
+    assert moved.returncode == 0, moved.stderr
+    (kept,) = [p for p in runs.iterdir() if p.name.startswith("manual-")]
+    assert (kept / "report.json").is_file()
+    assert sorted(p.name for p in (runs / "manual" / "telemetry").iterdir()) == ["a", "b"]
+    assert not any((runs / "manual" / "telemetry" / "a").iterdir())
+
+
 # ---- 5. the run's store is the orchestrator's, named without a password on a command line ------
 
 

@@ -38,7 +38,8 @@ def test_every_arm_is_its_compose_service_with_its_lookup_and_the_runs_telemetry
     assert arm_url("hybrid") == "http://vllm-hybrid:8000"
 
 
-def test_each_arms_image_comes_from_what_signoff_built(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_each_arms_image_comes_from_what_signoff_built(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
     assert arm_images({"ABSERVE_ARM_IMAGES": "a=abserve/vllm-a:x@sha256:1 b=abserve/vllm-b:y"}) == {
         "a": "abserve/vllm-a:x@sha256:1", "b": "abserve/vllm-b:y"}
     assert arm_images({}) == {}
@@ -58,7 +59,7 @@ def test_an_endpoint_arm_is_refused_under_compose(tmp_path: Path) -> None:
 class _Health(BaseHTTPRequestHandler):
     status = 200
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.send_response(self.status if self.path == "/health" else 404)
         self.end_headers()
 
@@ -91,6 +92,10 @@ def test_an_arm_that_never_gets_healthy_names_its_service(tmp_path: Path) -> Non
         arm.start().wait_ready(timeout_s=1.5)
 
 
+def without_lookup_a() -> str:
+    return CPU_COMPOSE.read_text().replace("a: {lookup: linear, role: baseline}", "a: {role: baseline}")
+
+
 def record(role: str, argv: list[str], mode: str | None = None) -> ProcessTelemetry:
     return ProcessTelemetry(pid=hash(role) % 1000, process_name=role, role=role, mode=mode, scope="none",
                             vllm_version="0.33.0", argv=argv)
@@ -100,7 +105,7 @@ def test_an_arm_without_a_lookup_is_identified_by_what_its_server_ran(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")  # recorded by each process at every flush
     config = tmp_path / "x.yaml"
-    config.write_text(CPU_COMPOSE.read_text().replace("a: {lookup: linear, role: baseline}", "a: {role: baseline}"))
+    config.write_text(without_lookup_a())
     arm = servers_of(config, tmp_path)["a"]
     arm.image = "abserve/vllm-a:v0.33.0@sha256:abc"
     assert arm.telemetry_dir is not None
@@ -109,30 +114,40 @@ def test_an_arm_without_a_lookup_is_identified_by_what_its_server_ran(tmp_path: 
     for rec in (record("api_server", argv), record("worker", [])):
         TelemetryWriter(arm.telemetry_dir, rec).flush()
     identity = server_identity(arm.telemetry())
-    assert identity["server_args"] == argv[1:] and identity["vllm_version"] == "0.33.0"
+    assert identity["server_args"] == argv[1:]
+    assert identity["vllm_version"] == "0.33.0"
     assert identity["environment"]["VLLM_BATCH_INVARIANT"] == "1"
     prov = arm_provenance("a", arm, load_experiment(config).arms["a"])
-    assert prov.identified and prov.proof_state == "identified" and prov.proven_lookup is None
-    assert prov.server_args == argv[1:] and prov.image == arm.image and prov.kind == "image"
+    assert prov.identified
+    assert prov.proof_state == "identified"
+    assert prov.proven_lookup is None
+    assert prov.server_args == argv[1:]
+    assert prov.image == arm.image
+    assert prov.kind == "image"
     assert prov.proof_detail == ("identified (no lookup to prove): vLLM 0.33.0, image "
                                  "abserve/vllm-a:v0.33.0@sha256:abc, 5 server args")
 
 
 def test_an_arm_whose_server_said_nothing_stays_unproven(tmp_path: Path) -> None:
     config = tmp_path / "x.yaml"
-    config.write_text(CPU_COMPOSE.read_text().replace("a: {lookup: linear, role: baseline}", "a: {role: baseline}"))
+    config.write_text(without_lookup_a())
     arm = servers_of(config, tmp_path)["a"]
     prov = arm_provenance("a", arm, load_experiment(config).arms["a"])
-    assert not prov.identified and prov.proof_state == "unproven"
+    assert not prov.identified
+    assert prov.proof_state == "unproven"
     assert prov.proof_detail.startswith("unproven: no lookup to prove")
 
 
-def test_image_arms_are_refused_outside_compose_in_one_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["run", str(ROOT / "configs" / "gpu-release.yaml"), "--out", str(tmp_path)])
+def test_image_arms_are_refused_outside_compose_in_one_line(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ABSERVE_RUN_LOCK", str(tmp_path / "run.lock"))  # not the machine's lock
+    release = ROOT / "configs" / "gpu-release.yaml"
+    result = CliRunner().invoke(app, ["run", str(release), "--out", str(tmp_path)])
     assert result.exit_code == 4, result.output
     assert "are images, which docker compose runs" in result.output
     bad = CliRunner().invoke(app, ["run", str(CPU_COMPOSE), "--out", str(tmp_path), "--target", "k8s"])
-    assert bad.exit_code == 4 and "--target 'k8s'" in bad.output
+    assert bad.exit_code == 4
+    assert "--target 'k8s'" in bad.output
 
 
 @pytest.mark.parametrize(("reason", "code"), [("error_rate", 6), ("worker_lost", 7), ("setup", 3), (None, 3)])

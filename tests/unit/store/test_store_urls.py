@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from abserve.report.commands import locate
+from abserve.report.commands import store_location
 from abserve.store.urls import shown_url
 
 
@@ -24,11 +24,8 @@ def test_the_password_is_never_shown(url: str, shown: str) -> None:
     assert shown_url(url) == shown
 
 
-POLICY = Path(__file__).resolve().parents[3] / "configs" / "policy" / "cpu-default.yaml"
-
-
 def test_reports_store_line_hides_the_password() -> None:
     url = "postgresql+psycopg://abserve:s3cret-pw@postgres:5432/abserve"
-    _, _, where = locate("run-1", url, POLICY, Path("runs"))
+    _, _, where = store_location("run-1", url, Path("runs"))
     assert "s3cret-pw" not in where
     assert where.startswith("store: postgresql+psycopg://abserve:***@postgres:5432/abserve")
