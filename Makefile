@@ -43,16 +43,17 @@ lint: setup
 	.venv/bin/mypy
 
 # The GPU host's docker compose stack, executed on this machine (no GPU): engine installed and
-# started if missing, the CPU runtime image imported, a sign-off, a 2-block rotation and the
-# PostgreSQL variant through docker-compose.yml + docker-compose.cpu.yml, then everything torn
-# down (scripts/compose-check.sh; times in benchmarks/compose.md).
+# started if missing, the CPU runtime image imported, every step through docker-compose.yml +
+# docker-compose.cpu.yml (its orchestrator: `abserve run --target compose`): the sign-off, a
+# 2-block rotation, PostgreSQL, three arms, concurrency, a decisive family, a text-only file;
+# then everything torn down (scripts/compose-check.sh; times in benchmarks/compose.md).
 compose-check: setup
 	@bash scripts/compose-check.sh
 
 # The fault cases on the same stack (scripts/compose-faults.sh): an arm container killed
-# mid-run, a Locust worker killed, the router restarted; each asserts the sign-off's verdict.
+# mid-run, the orchestrator stopped; each asserts what the sign-off then says.
 compose-faults: setup
-	@bash scripts/compose-check.sh arm-killed worker-killed router-restart
+	@bash scripts/compose-check.sh arm-killed orchestrator-stopped
 
 # The GPU host's Dockerfiles (docker/abserve.Dockerfile, docker/vllm-cpu.Dockerfile for the
 # vLLM image's CPU twin) built from a local Debian base and wheelhouse, then run once.

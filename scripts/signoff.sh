@@ -110,17 +110,22 @@ if [ -n "$extra_arms" ]; then
 fi
 
 dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
+setting() { { sed -n "s/^$1=//p" "$ENV_FILE" "$run_dir/compose.env" 2>/dev/null || true; } | tail -n 1; }
 arm_services=(model-fetch)
 for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do
   arm_services+=("vllm-$arm")
 done
 "${dc[@]}" build "${arm_services[@]}"
-# What each arm runs, for the run's provenance: its image reference and the image's id.
+# What each arm runs, for the run's provenance: the base image its config names (or the shared
+# one) and the id of the image built from it, abserve/vllm-<arm>:<tag> (docker-compose.yml).
 ABSERVE_ARM_IMAGES=""
 for service in "${arm_services[@]:1}"; do
-  ref="$("${dc[@]}" config --images "$service" 2>/dev/null | head -n 1)"
-  id="$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)"
-  ABSERVE_ARM_IMAGES="$ABSERVE_ARM_IMAGES ${service#vllm-}=$ref${id:+@$id}"
+  arm="${service#vllm-}"
+  suffix="$(echo "$arm" | tr '[:lower:]' '[:upper:]')"
+  base="$(setting "ABSERVE_VLLM_IMAGE_$suffix")"; base="${base:-$(setting ABSERVE_VLLM_IMAGE)}"
+  tag="$(setting "ABSERVE_VLLM_TAG_$suffix")"; tag="${tag:-$(setting ABSERVE_VLLM_TAG)}"
+  id="$(docker image inspect -f '{{.Id}}' "abserve/vllm-$arm:${tag:-v0.33.0}" 2>/dev/null || true)"
+  ABSERVE_ARM_IMAGES="$ABSERVE_ARM_IMAGES $arm=${base:-vllm/vllm-openai:v0.33.0}${id:+@$id}"
 done
 export ABSERVE_ARM_IMAGES="${ABSERVE_ARM_IMAGES# }"
 cleanup() {

@@ -17,8 +17,8 @@ Two promises keep the stores and reports of earlier versions working:
 Who writes what: ``abserve.launch.provenance.run_provenance`` (versions, hashes, seeds, host,
 load plan, blocks), the orchestrator (``sequential``, ``arm_death``, each block's
 ``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``),
-``abserve.deploy.record_arms``/``record_load`` (compose: ``arm_environment``, ``model``,
-``load``), ``Store.resume_run`` (``router_restarts``) and the router when it creates the run
+the compose target (``arm_environment``: each arm's worker settings; ``load``, how a load
+ended, in stores of earlier compose runs), ``Store.resume_run`` (``router_restarts``) and the router when it creates the run
 (what the launcher knew at the start: ``policy``, ``policy_file``, ``policy_sha256``; a later
 update that carries no policy keeps them: ``Store.update_run``).
 """
@@ -167,6 +167,6 @@ class RunProvenance(ProvenanceRecord):
     sequential: SequentialRecord | None = None
     arm_death: ArmDeathRecord | None = None
     arm_environment: dict[str, dict[str, str]] = Field(default_factory=dict)  # compose: worker env
-    load: dict[str, Any] | None = None  # compose: how the load ended (deploy/record_load.py)
+    load: dict[str, Any] | None = None  # how the load ended (earlier compose runs' stores)
     router_restarts: list[RouterRestart] = Field(default_factory=list)
     combined_from: list[str] = Field(default_factory=list)  # abserve combine: the block runs

@@ -3,11 +3,12 @@
 Runs ``scripts/compose-check.sh`` (the very script of ``make compose-check``): it installs and
 starts a container engine if none is there, imports the CPU stack's runtime image, runs
 ``scripts/signoff.sh`` with ``docker-compose.yml`` + ``docker-compose.cpu.yml`` on the tiny
-model and asserts the verdict, the arms' proofs and the exit code: the GPU rotation (2 blocks,
-each a plain sign-off), three arms with the store in PostgreSQL and concurrency; then it tears
-everything down; the second case runs the
-fault steps (``make compose-faults``: an arm killed, a Locust worker killed, the router
-restarted) the same way. This test then checks that
+model (its orchestrator service: ``abserve run --target compose``) and asserts the verdict, the
+arms' proofs and the exit code: a decisive family sign-off stored in PostgreSQL (an A/A' arm
+passes and a mutant fails before the budget), a text-only traffic file on arms without a
+lookup, and the GPU rotation of identical arms under concurrency; then it tears everything
+down; the second case runs the fault steps (``make compose-faults``: an arm killed, the
+orchestrator stopped) the same way. This test then checks that
 the machine was left as found: no container, no compose network, no dockerd it started, the
 firewall as before. Needs root (the engine) and about 10 minutes (benchmarks/compose.md);
 marker ``compose``: ``PYTEST_ARGS='-m "not compose"' make test`` leaves it out while
@@ -103,17 +104,17 @@ def ours_running() -> bool:
 
 @pytest.mark.compose
 @pytest.mark.timeout(1800)
-# The check's steps in two bring-ups fewer than `make compose-check`'s five steps: each of the
-# rotation's two blocks is a plain sign-off (two arms, SQLite store, scripts/signoff.sh through
-# compose), and arms3-postgres asserts signoff.sh's own exit code, so a separate plain sign-off
-# bought one more stack bring-up (about 90 s of CI) and no evidence. rotation-concurrency is the
-# rotation of the concurrency step's identical arms under 4 users: what `rotation` asserts of
-# the combined report and what `concurrency` asserts, in both placements (~90 s less).
-# arms3-postgres is the three-arm family (b bisect, hybrid) with its store in PostgreSQL: what
-# the postgres and arms3 steps assert, in one bring-up (~100 s less).
-# `make compose-check` (no steps named) still runs all five separately.
-@pytest.mark.parametrize("steps", [["rotation-concurrency", "arms3-postgres"],
-                                   ["arm-killed", "worker-killed", "router-restart"]],
+# Every step runs scripts/signoff.sh, whose orchestrator service is `abserve run --target compose`
+# (the one orchestrator). decide-postgres: the sequential sign-off of a family on one core (b
+# identical to a must PASS, drop, the drop-straddle mutant of an extra arm, must FAIL, and the
+# run must stop decided before its budget), stored in PostgreSQL (what the postgres and arms3
+# steps assert, in one bring-up). text-only: arms without a lookup (identified by what their
+# servers ran) replaying a text-only traffic file from traffic/, PASS before the budget.
+# rotation-concurrency: the rotation of identical arms under 4 users (what `rotation` asserts of
+# the combined report and what `concurrency` asserts, in both placements). `make compose-check`
+# (no steps named) runs every step separately.
+@pytest.mark.parametrize("steps", [["decide-postgres", "text-only", "rotation-concurrency"],
+                                   ["arm-killed", "orchestrator-stopped"]],
                          ids=["compose-check", "compose-faults"])
 def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:
     assert os.geteuid() == 0, "the compose check installs and starts a container engine: run as root"

@@ -149,7 +149,7 @@ def invalid_reasons(
     if death is not None:  # found by abserve run's watch (launch/watch.py)
         reasons.append(death.reason or f"arm {death.arm!r} died during the run")
     load = run.provenance.load
-    if load is not None:  # a compose run's load, recorded by abserve.deploy.record_load
+    if load is not None:  # how a load ended, where a run recorded it (stores of earlier compose runs)
         reasons += load_reasons(load, policy.max_error_rate)
     roles = [policy.arms.baseline, policy.arms.candidate]
     if policy.arms.floor and policy.arms.floor in run.arms:

@@ -22,16 +22,13 @@ everything else is the one orchestrator's (``abserve.launch.orchestrator``).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from abserve.launch.run_paths import RunRefused
-from abserve.launch.server import ExternalServer, ServerSpec, ServerStartError
+from abserve.launch.server import ExternalServer, ServerSpec
 from abserve.telemetry import ProcessTelemetry
 
 if TYPE_CHECKING:
@@ -60,23 +57,16 @@ class ComposeServer(ExternalServer):
 
     image: str | None = None
 
-    def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Compose waited for the arm's health check already; a few seconds here cover an
-        orchestrator started by hand (``docker compose run``) before its arms were up."""
-        deadline = time.monotonic() + (timeout_s or self.spec.startup_timeout_s)
-        last = "no answer"
-        while time.monotonic() < deadline:
-            try:
-                status = httpx.get(f"{self.url}/health", timeout=5.0).status_code
-                if status == 200:
-                    self.ready_after_s = time.monotonic() - self.started_at
-                    return
-                last = f"HTTP {status}"
-            except httpx.TransportError as exc:
-                last = type(exc).__name__
-            time.sleep(1.0)
-        raise ServerStartError(f"compose arm '{self.name}' (service vllm-{self.name}) not healthy "
-                               f"at {self.url}: {last}; see `docker compose logs vllm-{self.name}`")
+    ready_path = "/health"  # the compose health check's own probe
+
+    def ready_timeout_s(self) -> float:
+        """Compose waited for the arm's health check already; waiting as long as a start may
+        take covers an orchestrator started by hand (``docker compose run``) before its arms."""
+        return self.spec.startup_timeout_s
+
+    def not_ready(self, last: str) -> str:
+        return (f"compose arm '{self.name}' (service vllm-{self.name}) not healthy at {self.url}: "
+                f"{last}; see `docker compose logs vllm-{self.name}`")
 
 
 def compose_servers(config: ExperimentConfig, telemetry: Callable[[str], Path],

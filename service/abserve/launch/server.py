@@ -291,14 +291,16 @@ class ExternalServer(VllmServer):
     def pin(self) -> None:
         """Not abserve's process: never moved."""
 
+    ready_path = "/v1/models"  # answers 200 (with the key) once the endpoint serves
+
     def wait_ready(self, timeout_s: float | None = None) -> None:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        deadline = time.monotonic() + (timeout_s or 30.0)
+        deadline = time.monotonic() + (timeout_s or self.ready_timeout_s())
         last = "no answer"
         with httpx.Client(timeout=5.0, headers=headers) as client:
             while time.monotonic() < deadline:
                 try:
-                    status = client.get(f"{self.url}/v1/models").status_code
+                    status = client.get(f"{self.url}{self.ready_path}").status_code
                     if status == 200:
                         self.ready_after_s = time.monotonic() - self.started_at
                         return
@@ -306,7 +308,14 @@ class ExternalServer(VllmServer):
                 except httpx.TransportError as exc:
                     last = type(exc).__name__
                 time.sleep(0.5)
-        raise ServerStartError(f"external arm '{self.name}' at {self.url} not ready: {last}")
+        raise ServerStartError(self.not_ready(last))
+
+    def ready_timeout_s(self) -> float:
+        """How long to wait when the caller does not say: an endpoint is already running."""
+        return 30.0
+
+    def not_ready(self, last: str) -> str:
+        return f"external arm '{self.name}' at {self.url} not ready: {last}"
 
     def tree(self) -> list[psutil.Process]:
         return []

@@ -95,7 +95,7 @@ class LoadSpec:
     tags: Mapping[str, str] | None = None
     api_key: str | None = field(default=None, repr=False)
     # abserve run owns its router, which never restarts: a refused request fails at once
-    # (docker/run-load.sh keeps the locustfile's default, for a restarted router container)
+    # (the locustfile's own default, for a client whose router may restart: `abserve load`)
     connect_retry_s: float = 0.0
     # a traffic file (``abserve.traffic.sources``) instead of the profile's generated corpus;
     # ``requests`` is then how many of its accepted requests to send (``profile``: its label)

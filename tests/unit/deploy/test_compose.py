@@ -5,8 +5,9 @@ JSON schema, and the model that real Docker Compose (v2, shipped by the ``compos
 dependency as a static binary; ``config`` needs no engine) resolves from ``.env.example`` and
 each ``configs/gpu-*.yaml``. The resolved model is then checked against the configs: each
 arm's lookup and mutant, nothing published, no local media path, health checks, determinism
-settings, and the one ``orchestrator`` service that runs ``abserve run --target compose``. The schema is the one embedded in that same binary (Compose embeds its
-``compose-spec.json`` verbatim), so nothing is fetched at run time and nothing is vendored.
+settings, and the one ``orchestrator`` service that runs ``abserve run --target compose``.
+The schema is the one embedded in that same binary (Compose embeds its ``compose-spec.json``
+verbatim), so nothing is fetched at run time and nothing is vendored.
 """
 
 from __future__ import annotations

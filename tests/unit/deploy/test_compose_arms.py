@@ -130,7 +130,8 @@ def test_a_per_arm_env_is_refused_with_the_alternatives_named() -> None:
     ("edit", "message"),
     [
         ({"image": None, "venv": ".abserve/venvs/x"}, "arm 'b': venv: cannot apply under docker compose"),
-        ({"mutant": "slow", "mutant_env": {"ABSERVE_MUTANT_DELAY_US": "5"}}, "arm 'b': mutant_env: cannot apply"),
+        ({"mutant": "slow", "mutant_env": {"ABSERVE_MUTANT_DELAY_US": "5"}},
+         "arm 'b': mutant_env: cannot apply"),
         ({"cpus": [1]}, "ABSERVE_GPU_<ARM>"),
         ({"image": "vllm/vllm-openai:$TAG"}, "is not an image reference"),
     ],

@@ -1,8 +1,9 @@
 """The defects a desk review of the compose stack found (issue 13), each pinned by a test.
 
 Each test failed before its fix. The scripts run for real under sh/bash with the programs
-they start (docker) replaced by the recording fakes of ``test_compose_scripts``; the compose model is resolved by real Docker Compose. The whole
-stack runs for real in ``tests/compose_stack`` (``make compose-check``).
+they start (docker) replaced by the recording fakes of ``test_compose_scripts``; the compose
+model is resolved by real Docker Compose. The whole stack runs for real in
+``tests/compose_stack`` (``make compose-check``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 import yaml
 from tests.unit.deploy.test_compose import ARM_SERVICES, resolved
 from tests.unit.deploy.test_compose_scripts import calls, fake
-
 from typer.main import get_command
 
 from abserve.cli import app

@@ -82,7 +82,8 @@ def test_a_traffic_file_outside_the_mounted_folders_is_refused_naming_them(check
     with pytest.raises(ValueError, match="outside the folders docker compose mounts") as caught:
         load_experiment(outside)
     assert "configs/, traffic/ of this checkout" in str(caught.value)
-    inside = write(checkout, "configs/inside.yaml", f"extends: {CONFIG_3B}\n" + profiles % "../traffic/mine.jsonl")
+    inside = write(checkout, "configs/inside.yaml",
+                   f"extends: {CONFIG_3B}\n" + profiles % "../traffic/mine.jsonl")
     (item,) = load_experiment(inside).load.profiles
     assert item.kind == "file"
 

@@ -119,10 +119,10 @@ if "abserve.deploy.compose_env" in args:  # compose run --entrypoint python prep
     sys.stdin.read()  # as `docker compose run` does: it forwards its stdin to the container
     print("ABSERVE_CONFIG=" + os.environ.get("FAKE_CONFIG", "configs/gpu-x.yaml"))
     print("ABSERVE_ARMS=a b")
-elif "--images" in args:  # compose config --images vllm-<arm>
-    print("abserve/" + args[-1] + ":tag")
-elif args[:2] == ["image", "inspect"]:
-    print("sha256:" + args[-1].split("/")[1].split(":")[0])
+    print("ABSERVE_VLLM_IMAGE_B=vllm/vllm-openai:v0.34.0")  # arm b's own base image and tag
+    print("ABSERVE_VLLM_TAG_B=t34")
+elif args[:2] == ["image", "inspect"]:  # the id of the image built for an arm
+    print("sha256:" + args[-1].removeprefix("abserve/"))
 elif "up" in args:
     with open(os.environ["FAKE_LOG"], "a") as log:
         log.write(json.dumps(["env", os.environ.get("ABSERVE_ARM_IMAGES", "")]) + "\\n")
@@ -181,10 +181,14 @@ def test_signoff_exits_with_the_orchestrators_code(tmp_path: Path, code: str, sa
 
 @pytest.mark.process
 def test_signoff_hands_the_orchestrator_each_arms_image(tmp_path: Path) -> None:
-    rc, out, made = signoff(tmp_path, GOOD_ENV)
+    shared = "ABSERVE_VLLM_IMAGE=vllm/vllm-openai:v0.33.0\nABSERVE_VLLM_TAG=v33\n"
+    rc, out, made = signoff(tmp_path, GOOD_ENV + shared)
     assert rc == 0, out
     (images,) = [c[1] for c in made if c[0] == "env"]  # ABSERVE_ARM_IMAGES as `up` saw it
-    assert images == "a=abserve/vllm-a:tag@sha256:vllm-a b=abserve/vllm-b:tag@sha256:vllm-b"
+    # Each arm: the base image its config names (else the shared one), @ the id of the image
+    # built from it for that arm.
+    assert images.split() == ["a=vllm/vllm-openai:v0.33.0@sha256:vllm-a:v33",
+                              "b=vllm/vllm-openai:v0.34.0@sha256:vllm-b:t34"]
 
 
 @pytest.mark.process

@@ -220,7 +220,8 @@ def test_a_lookup_sign_off_may_run_unpinned_and_says_so() -> None:
 
 def test_a_config_that_does_not_fit_compose_is_refused_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(f"extends: {RELEASE}\narms: {{b: {{image: 'vllm/vllm-openai:v0.33.0', env: {{X: '1'}}}}}}\n")
+    bad.write_text(f"extends: {RELEASE}\narms: {{b: {{image: 'vllm/vllm-openai:v0.33.0', env: {{X: '1'}}}}}}"
+                   "\n")
     with pytest.raises(PreflightRefused, match="arm 'b': env: cannot apply under docker compose") as caught:
         load_config(bad)
     assert "\n" not in str(caught.value)

@@ -67,7 +67,7 @@ def test_run_options_parse_the_locust_option(tmp_path: Path) -> None:
 
 
 def test_abserve_run_never_retries_a_refused_request_and_locust_defaults_to_a_window(tmp_path: Path) -> None:
-    # abserve run owns its router (it never restarts); compose's run-load.sh keeps the default
+    # abserve run owns its router (it never restarts); the locustfile keeps its default
     args = locust_args(LoadSpec("many-items", "http://127.0.0.1:1", requests=4, duration=None, users=1,
                        seed=0, run_id="r", out_dir=tmp_path, shape="closed", rate=0.0,
                        max_error_rate=0.2, model=None, tokenize_url=None, overrides=[],
