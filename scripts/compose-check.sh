@@ -169,18 +169,19 @@ out = Path(sys.argv[1])
 family = json.loads((out / "report.json").read_text())
 b, drop = (json.loads((out / f"vs-{arm}" / "report.json").read_text()) for arm in ("b", "drop"))
 problems = []
+stop = b.get("summary") or {}
 if b.get("verdict") != "pass":
-    problems.append(f"b (identical to a) is {b.get('verdict')!r}, expected pass: {b.get('stop_reason')}")
+    problems.append(f"b (identical to a) is {b.get('verdict')!r}, expected pass: {stop.get('stop_reason')}")
 if drop.get("verdict") != "fail":
     problems.append(f"drop (a mutant) is {drop.get('verdict')!r}, expected fail")
-if b.get("decided") is not True:
-    problems.append(f"the run did not stop decided: {b.get('stop_reason')!r}")
+if stop.get("decided") is not True:
+    problems.append(f"the run did not stop decided: {stop.get('stop_reason')!r}")
 proofs = {arm: (drop if arm == "drop" else b)["arms"][arm]["proven_lookup"] for arm in ("a", "b", "drop")
           if arm in (drop if arm == "drop" else b)["arms"]}
 if proofs != {"a": "linear", "b": "linear", "drop": "linear+drop-straddle"}:
     problems.append(f"proofs {proofs}")
 print("\n".join(problems) or f"family {family.get('verdict')}: b pass, drop fail, decided after "
-      f"{b.get('requests')} requests ({b.get('stop_reason')}); proofs {proofs}")
+      f"{stop.get('requests')} requests ({stop.get('stop_reason')}); proofs {proofs}")
 sys.exit(1 if problems else 0)
 PY
 }

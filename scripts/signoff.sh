@@ -110,22 +110,19 @@ if [ -n "$extra_arms" ]; then
 fi
 
 dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
-setting() { { sed -n "s/^$1=//p" "$ENV_FILE" "$run_dir/compose.env" 2>/dev/null || true; } | tail -n 1; }
 arm_services=(model-fetch)
 for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do
   arm_services+=("vllm-$arm")
 done
 "${dc[@]}" build "${arm_services[@]}"
-# What each arm runs, for the run's provenance: the base image its config names (or the shared
-# one) and the id of the image built from it, abserve/vllm-<arm>:<tag> (docker-compose.yml).
+# What each arm runs, for the run's provenance: the image compose runs for it (resolved from the
+# stack's compose files) and that image's id.
 ABSERVE_ARM_IMAGES=""
-for service in "${arm_services[@]:1}"; do
-  arm="${service#vllm-}"
-  suffix="$(echo "$arm" | tr '[:lower:]' '[:upper:]')"
-  base="$(setting "ABSERVE_VLLM_IMAGE_$suffix")"; base="${base:-$(setting ABSERVE_VLLM_IMAGE)}"
-  tag="$(setting "ABSERVE_VLLM_TAG_$suffix")"; tag="${tag:-$(setting ABSERVE_VLLM_TAG)}"
-  id="$(docker image inspect -f '{{.Id}}' "abserve/vllm-$arm:${tag:-v0.33.0}" 2>/dev/null || true)"
-  ABSERVE_ARM_IMAGES="$ABSERVE_ARM_IMAGES $arm=${base:-vllm/vllm-openai:v0.33.0}${id:+@$id}"
+for pair in $("${dc[@]}" config 2>/dev/null | "${dc[@]}" run --rm --no-deps -T --entrypoint python prepare \
+                -m abserve.deploy.compose_env --arm-images "$CONFIG" 2>/dev/null); do
+  ref="${pair#*=}"
+  id="$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)"
+  ABSERVE_ARM_IMAGES="$ABSERVE_ARM_IMAGES ${pair%%=*}=$ref${id:+@$id}"
 done
 export ABSERVE_ARM_IMAGES="${ABSERVE_ARM_IMAGES# }"
 cleanup() {

@@ -61,8 +61,9 @@ def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
         if summary.get("error_rate", 0) > 0:
             problems.append(f"arm {arm!r} failed requests: {summary.get('errors')}")
     problems += _equality_problems(report, batch_noise)
-    if decided and report.get("decided") is not True:
-        problems.append(f"the run did not stop decided: {report.get('stop_reason')!r}")
+    summary = report.get("summary") or {}
+    if decided and summary.get("decided") is not True:
+        problems.append(f"the run did not stop decided: {summary.get('stop_reason')!r}")
     if blocks is not None:
         problems += _block_problems(report, blocks)
     return problems

@@ -355,6 +355,14 @@ def load_experiment(path: Path) -> ComposeExperiment:
     return load_experiment_as(path, ComposeExperiment)
 
 
+def arm_images(experiment: ExperimentConfig, resolved_compose: str) -> dict[str, str]:
+    """Each arm's image as the resolved compose file (``docker compose config``) runs it: the
+    arm's own build under docker-compose.yml, the CPU override's runtime image under it."""
+    services = (yaml.safe_load(resolved_compose) or {}).get("services") or {}
+    return {arm: str((services.get(f"vllm-{arm}") or {}).get("image", "unknown"))
+            for arm in compose_arms(experiment)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m abserve.deploy.compose_env CONFIG``: print the env file, or the error."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -363,9 +371,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms-compose", action="store_true",
                         help="print the compose file of the config's extra arms, made from the "
                              "compose file on stdin (empty when there are none)")
+    parser.add_argument("--arm-images", action="store_true",
+                        help="print ARM=IMAGE for each arm of the config, from the resolved "
+                             "compose file on stdin (`docker compose config`)")
     args = parser.parse_args(argv)
     try:
         experiment = load_experiment(args.config)
+        if args.arm_images:
+            images = arm_images(experiment, sys.stdin.read())
+            sys.stdout.write(" ".join(f"{arm}={image}" for arm, image in images.items()) + "\n")
+            return 0
         if args.arms_compose:
             sys.stdout.write(extra_arms_compose(experiment, sys.stdin.read()))
             return 0

@@ -85,3 +85,18 @@ def test_main_checks_a_fault_case(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(args) == 0
     assert "invalid (exit 3) as expected" in capsys.readouterr().out
     assert main([str(tmp_path), "--exit-code", "3", "--invalid-because", "router"]) == 1
+
+
+def test_an_arm_without_a_lookup_must_be_identified_and_a_decisive_run_must_have_stopped_decided() -> None:
+    arms = {"a": {"proven_lookup": None, "proof_detail": "identified (no lookup to prove): vLLM 0.32.0"},
+            "b": {"proven_lookup": None, "proof_detail": "unproven: no lookup to prove, and the server "
+                                                         "did not say what it ran"}}
+    decided = {"decided": True, "stop_reason": "decided after 5 rounds: every critical gate passed"}
+    problems = check(report(arms=arms, summary=decided), 2, {"a": "identified", "b": "identified"},
+                     decided=True)
+    assert problems == ["arm 'b' is not identified by what its server ran: unproven: no lookup to prove, "
+                        "and the server did not say what it ran"]
+    open_run = {"decided": False, "stop_reason": "time budget of 420 s reached"}
+    assert check(report(summary=open_run), 2, EXPECT, decided=True) == [
+        "the run did not stop decided: 'time budget of 420 s reached'"]
+    assert check(report(summary=open_run), 2, EXPECT) == []  # only asked with decided=True

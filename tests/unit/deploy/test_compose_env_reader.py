@@ -9,6 +9,8 @@ current directory here: each test works in its own ``tmp_path`` checkout).
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,14 @@ def test_a_mutants_settings_are_refused(checkout: Path, capsys: pytest.CaptureFi
     assert "arm 'b': mutant_env: cannot apply under docker compose" in err
     assert "ABSERVE_MUTANT_<ARM>" in err
     assert err.count("\n") == 1  # one line
+
+
+def test_each_arms_image_is_read_from_the_resolved_compose_file(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    resolved = yaml.safe_dump({"services": {
+        "vllm-a": {"image": "abserve/vllm-a:v0.33.0"}, "vllm-b": {"image": "abserve/host-runtime:local"},
+        "vllm-a2": {"image": "abserve/vllm-a2:v0.33.0"}, "orchestrator": {"image": "abserve/service:local"}}})
+    monkeypatch.setattr(sys, "stdin", io.StringIO(resolved))
+    assert main([str(CONFIG_3B), "--arm-images"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "a=abserve/vllm-a:v0.33.0", "b=abserve/host-runtime:local", "a2=abserve/vllm-a2:v0.33.0"]
