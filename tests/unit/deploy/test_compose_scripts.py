@@ -115,7 +115,12 @@ DOCKER = """
 args = sys.argv[1:]
 if args[:2] == ["compose", "version"] or "build" in args or "down" in args or "logs" in args:
     sys.exit(0)
-if "abserve.deploy.compose_env" in args:  # compose run --entrypoint python prepare -m ...
+if "--arm-images" in args:  # compose_env --arm-images over `docker compose config` on stdin
+    sys.stdin.read()
+    print("a=abserve/vllm-a:v33 b=abserve/vllm-b:t34")
+elif "config" in args:  # the resolved compose file (read by --arm-images above)
+    print("services: {}")
+elif "abserve.deploy.compose_env" in args:  # compose run --entrypoint python prepare -m ...
     sys.stdin.read()  # as `docker compose run` does: it forwards its stdin to the container
     print("ABSERVE_CONFIG=" + os.environ.get("FAKE_CONFIG", "configs/gpu-x.yaml"))
     print("ABSERVE_ARMS=a b")
@@ -185,10 +190,10 @@ def test_signoff_hands_the_orchestrator_each_arms_image(tmp_path: Path) -> None:
     rc, out, made = signoff(tmp_path, GOOD_ENV + shared)
     assert rc == 0, out
     (images,) = [c[1] for c in made if c[0] == "env"]  # ABSERVE_ARM_IMAGES as `up` saw it
-    # Each arm: the base image its config names (else the shared one), @ the id of the image
-    # built from it for that arm.
-    assert images.split() == ["a=vllm/vllm-openai:v0.33.0@sha256:vllm-a:v33",
-                              "b=vllm/vllm-openai:v0.34.0@sha256:vllm-b:t34"]
+    # Each arm: the image compose runs for it (compose_env --arm-images over the resolved
+    # compose file), @ that image's id.
+    assert images.split() == ["a=abserve/vllm-a:v33@sha256:vllm-a:v33",
+                              "b=abserve/vllm-b:t34@sha256:vllm-b:t34"]
 
 
 @pytest.mark.process
