@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel
 from scipy import stats as sps
 
+from abserve.compare.anytime import mixture_radius
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import Policy
 from abserve.compare.warmup import drop_warmup
@@ -107,3 +108,28 @@ def plan(
         mismatch_rate=mismatch_rate,
         requests_for_mismatch=None if mismatch_rate is None else requests_for_mismatch(mismatch_rate, power),
     )
+
+
+def anytime_pairs_needed(sigma: float, allowance: float, confidence: float, phi: float = 1.0,
+                         limit: int = 1 << 20) -> int | None:
+    """Pairs after which the anytime-valid interval of a mean shift is narrower than
+    ``allowance`` on each side, when the pairs' differences spread by ``sigma`` (same units):
+    where a sequential gate on a change with no effect decides (``gates.shift_line``'s
+    intercept: ``anytime.mixture_radius`` with ``se = sigma / sqrt(n)``, ``n`` information and
+    ``n - 2`` degrees of freedom). None when no count up to ``limit`` gets there."""
+    if sigma <= 0 or allowance <= 0:
+        return None
+    alpha = 1.0 - confidence
+
+    def narrow(n: int) -> bool:
+        return mixture_radius(sigma / math.sqrt(n), float(n), n - 2, alpha, phi) <= allowance
+
+    low, high = 3, 4
+    while not narrow(high):
+        low, high = high, high * 2
+        if high > limit:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if narrow(mid) else (mid, high)
+    return high
