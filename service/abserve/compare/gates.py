@@ -146,7 +146,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     if len(part.diffs) < policy.min_samples or not part.looks:
         line.reason = (f"{len(part.diffs)} paired requests with >= {rule.min_items} items, fewer than "
                        f"the {policy.min_samples} required")
-        return guarded(line, rule.critical, rule.required, bool(part.diffs))
+        return guarded(line, rule.critical, rule.required, len(part.diffs) > 0)
     last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = last[-1]
     low, high = _lo(end), _hi(end)
