@@ -16,6 +16,7 @@ For outputs, the number of requests needed to see at least one mismatch with pro
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import BaseModel
@@ -124,12 +125,18 @@ def anytime_pairs_needed(sigma: float, allowance: float, confidence: float, phi:
     def narrow(n: int) -> bool:
         return mixture_radius(sigma / math.sqrt(n), float(n), n - 2, alpha, phi) <= allowance
 
-    low, high = 3, 4
-    while not narrow(high):
+    return first_true(narrow, 3, limit)
+
+
+def first_true(holds: Callable[[int], bool], low: int, limit: int) -> int | None:
+    """The smallest ``n > low`` for which the monotone ``holds(n)`` is true (doubling, then
+    bisection); None when it is false up to ``limit``."""
+    high = low + 1
+    while not holds(high):
         low, high = high, high * 2
         if high > limit:
             return None
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if narrow(mid) else (mid, high)
+        low, high = (low, mid) if holds(mid) else (mid, high)
     return high

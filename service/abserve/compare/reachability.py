@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from abserve.compare.anytime import rate_sequence
-from abserve.compare.plan import anytime_pairs_needed, requests_needed
+from abserve.compare.plan import anytime_pairs_needed, first_true, requests_needed
 from abserve.compare.policy import MetricRule, Policy, StratumRule
 from abserve.compare.quantile_cs import accepted_counts
 from abserve.compare.strata import IMAGE_TAGS, gate_count, label
@@ -201,15 +201,7 @@ def tail_pairs(p: float, alpha: float, paired: bool, limit: int = 1 << 20) -> in
         counts = accepted_counts(n, p, a)
         return counts is not None and counts[1] < n
 
-    low, high = 1, 2
-    while not bounded(high):
-        low, high = high, high * 2
-        if high > limit:
-            return None
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if bounded(mid) else (mid, high)
-    return high
+    return first_true(bounded, 1, limit)
 
 
 def equality_pairs(policy: Policy) -> int | None:

@@ -297,7 +297,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             for line in reach.lines():  # expected cost, gates the traffic leaves out
-                console.print(line, markup=False, highlight=False)
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
             model = ensure_model(config)
             facts = check_arm_setup(config, model)
             servers, to_start = pool.adopt(config, make_servers(config, model, paths))
