@@ -88,14 +88,13 @@ class TrafficPart:
 @dataclass(frozen=True)
 class Sending:
     """What the run may send: ``cap`` requests at most (a fixed plan, or a budget of requests;
-    None: a time budget only), ``seconds`` (a time budget, servers' start included),
-    ``warmup`` requests before the first block, ``start_seconds`` to start the servers.
+    None: a time budget only; the warm-up requests count), ``seconds`` (a time budget, servers'
+    start included), ``start_seconds`` to start the servers.
     ``binding``: abserve itself sends at most ``cap`` (a run by docker compose is judged on
     whatever it stored, so a gate its plan cannot decide is a warning there, not a refusal)."""
 
     cap: int | None
     seconds: float | None
-    warmup: int
     start_seconds: float
     what: str  # "the plan of 58 requests", "the budget of 400 requests"
     binding: bool = True
@@ -292,11 +291,10 @@ class Reachability:
         """The most requests the run can send: its plan or budget of requests, else what its time
         budget holds at ``FASTER`` times this machine's measured pace (None: cannot tell)."""
         send = self.sending
-        if send.cap is not None:
-            return send.cap
         if send.seconds is None or not self.pace:
-            return None
-        return max(0, math.floor((send.seconds - send.start_seconds) * FASTER / self.pace))
+            return send.cap
+        held = max(0, math.floor((send.seconds - send.start_seconds) * FASTER / self.pace))
+        return held if send.cap is None else min(send.cap, held)
 
     def _cap_pairs(self, gate: GateReach) -> int | None:
         """The most pairs of ``gate``'s own the run can judge (None: cannot tell)."""
@@ -325,7 +323,8 @@ class Reachability:
         return gate.reached and (cap is None or cap >= gate.least)
 
     def _short(self, gate: GateReach) -> str:
-        paced = "" if self.sending.cap is not None else f" (at {FASTER:g}x this machine's measured pace)"
+        capped = self.sending.cap is not None and self.sending.cap == self.most_requests()
+        paced = "" if capped else f" (at {FASTER:g}x this machine's measured pace)"
         return f"at most {self._cap_pairs(gate)} pairs of {gate.population}{paced}, it needs {gate.least}"
 
     def _why(self, gate: GateReach) -> str:

@@ -57,15 +57,14 @@ def traffic_parts(config: ExperimentConfig) -> list[TrafficPart]:
 
 def sending(config: ExperimentConfig, budget: BudgetConfig | None, start_seconds: float) -> Sending:
     """What the run may send: the budget's rounds, or the config's fixed plan."""
-    warmup = config.blocks.warmup_requests
     # docker compose sends the plan and judges what it stored (``abserve.deploy``)
     binding = not config.compose and all(arm.kind != "image" for arm in config.arms.values())
     if budget is None:
-        cap = warmup + sum(item.requests for item in config.load.profiles)
-        return Sending(cap, None, warmup, start_seconds, f"the plan of {cap} requests", binding)
+        cap = config.blocks.warmup_requests + sum(item.requests for item in config.load.profiles)
+        return Sending(cap, None, start_seconds, f"the plan of {cap} requests", binding)
     parts = ([f"{budget.requests} requests"] if budget.requests is not None else []) + \
         ([f"{budget.seconds:.0f} s"] if budget.seconds is not None else [])
-    return Sending(budget.requests, budget.seconds, warmup, start_seconds,
+    return Sending(budget.requests, budget.seconds, start_seconds,
                    f"the budget of {' and '.join(parts)}", binding)
 
 

@@ -27,7 +27,7 @@ DENSE = TrafficPart("many-items", 40, dict.fromkeys(range(128, 513), 1.0), False
 
 def sending(cap: int | None = None, seconds: float | None = None, binding: bool = True) -> Sending:
     what = f"the plan of {cap} requests" if cap else f"the budget of {seconds:.0f} s"
-    return Sending(cap, seconds, 0, 90.0, what, binding)
+    return Sending(cap, seconds, 90.0, what, binding)
 
 
 def test_the_smallest_decidable_samples_are_the_documented_ones() -> None:
