@@ -18,7 +18,8 @@ Who writes what: ``abserve.launch.provenance.run_provenance`` (versions, hashes,
 load plan, blocks), the orchestrator (``sequential``, ``arm_death``, each block's
 ``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``),
 the compose target (``arm_environment``: each arm's worker settings; ``load``, how a load
-ended, in stores of earlier compose runs), ``Store.resume_run`` (``router_restarts``) and the router when it creates the run
+ended, in stores of earlier compose runs), ``Store.resume_run`` (``router_restarts``) and the
+router when it creates the run
 (what the launcher knew at the start: ``policy``, ``policy_file``, ``policy_sha256``; a later
 update that carries no policy keeps them: ``Store.update_run``).
 """

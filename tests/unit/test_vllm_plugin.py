@@ -123,9 +123,12 @@ def test_unset_mode_leaves_vllm_untouched_and_records_only_what_identifies_the_a
     assert probe.result["timed"] is False
     assert probe.telemetry is not None
     (record,) = read_telemetry(probe.telemetry)  # an arm whose change is not the lookup: its identity
-    assert record.mode is None and record.patched == [] and record.counters.lookup_calls == 0
+    assert record.mode is None
+    assert record.patched == []
+    assert record.counters.lookup_calls == 0
     assert record.vllm_version == vllm_plugin.installed_vllm_version() is not None
-    assert record.argv and record.argv[0] == "-c"
+    assert record.argv
+    assert record.argv[0] == "-c"
 
 
 @pytest.mark.vllm  # imports vLLM in subprocesses (the module's probes)

@@ -33,3 +33,18 @@ def gate_line(rule: GateRule, n: int, policy: Policy, *, statistic: str | None =
     return MetricLine(name=rule.name, metric=rule.metric, statistic=statistic or own, direction=bad,
                       critical=rule.critical, n=n, confidence=policy.confidence, outcome="inconclusive",
                       reason=reason)
+
+
+NOT_REACHED = "not judged: the traffic never reaches it"
+
+
+def guarded(line: MetricLine, critical: bool, required: bool, reached: bool) -> MetricLine:
+    """A critical gate the policy does not require (``required: false``) is a guard: critical
+    only once it fails, so an open one never holds a sequential run (``gates.stop_now``); one
+    that no request reached (``reached`` false) says it was not judged, and why."""
+    if not reached and not (critical and required):
+        line.reason = f"{NOT_REACHED} ({line.reason})" if line.reason else NOT_REACHED
+    if critical and not required:
+        line.guard = True
+        line.critical = line.outcome == "fail"
+    return line

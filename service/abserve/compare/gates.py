@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from abserve.compare.causes import hold, placement_detail
-from abserve.compare.gate_line import finite, gate_line
+from abserve.compare.gate_line import finite, gate_line, guarded
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import DECIDED, Drift, Look, MetricLine, Outcome
 from abserve.compare.policy import ImprovementRule, MetricRule, PerItemRule, Policy
@@ -151,7 +151,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     if len(part.diffs) < policy.min_samples or not part.looks:
         line.reason = (f"{len(part.diffs)} paired requests with >= {rule.min_items} items, fewer than "
                        f"the {policy.min_samples} required")
-        return line
+        return guarded(line, rule.critical, rule.required, len(part.diffs) > 0)
     last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = last[-1]
     low, high = _lo(end), _hi(end)
@@ -165,7 +165,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
         line.reason = f"{span}: not yet known whether {claim}"
     line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
     line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
-    return line
+    return guarded(line, rule.critical, rule.required, True)
 
 
 def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
@@ -175,9 +175,10 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     known = sum(it is not None for it in design.items)
     line = gate_line(rule, known, policy)
     line.kind, line.threshold = "per_item", rule.allowed
-    if known < policy.min_samples or len({it for it in design.items if it is not None}) < 2:
+    counts = len({it for it in design.items if it is not None})
+    if known < policy.min_samples or counts < 2:
         line.reason = f"{known} paired requests with a known item count: too few, or all the same count"
-        return line
+        return guarded(line, rule.critical, rule.required, counts >= 2)
     path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = path[-1]
     low, high = _lo(end), _hi(end)
@@ -191,7 +192,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
         line.reason = f"{span}: interval reaches beyond the {limit}"
     line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
     line.method, line.trajectory = "anytime-regression", _looks(path)
-    return line
+    return guarded(line, rule.critical, rule.required, True)
 
 
 def stop_now(gates: Iterable[tuple[str, bool, Outcome]]) -> bool:

@@ -16,11 +16,13 @@ For outputs, the number of requests needed to see at least one mismatch with pro
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import BaseModel
 from scipy import stats as sps
 
+from abserve.compare.anytime import mixture_radius
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import Policy
 from abserve.compare.warmup import drop_warmup
@@ -107,3 +109,34 @@ def plan(
         mismatch_rate=mismatch_rate,
         requests_for_mismatch=None if mismatch_rate is None else requests_for_mismatch(mismatch_rate, power),
     )
+
+
+def anytime_pairs_needed(sigma: float, allowance: float, confidence: float, phi: float = 1.0,
+                         limit: int = 1 << 20) -> int | None:
+    """Pairs after which the anytime-valid interval of a mean shift is narrower than
+    ``allowance`` on each side, when the pairs' differences spread by ``sigma`` (same units):
+    where a sequential gate on a change with no effect decides (``gates.shift_line``'s
+    intercept: ``anytime.mixture_radius`` with ``se = sigma / sqrt(n)``, ``n`` information and
+    ``n - 2`` degrees of freedom). None when no count up to ``limit`` gets there."""
+    if sigma <= 0 or allowance <= 0:
+        return None
+    alpha = 1.0 - confidence
+
+    def narrow(n: int) -> bool:
+        return mixture_radius(sigma / math.sqrt(n), float(n), n - 2, alpha, phi) <= allowance
+
+    return first_true(narrow, 3, limit)
+
+
+def first_true(holds: Callable[[int], bool], low: int, limit: int) -> int | None:
+    """The smallest ``n > low`` for which the monotone ``holds(n)`` is true (doubling, then
+    bisection); None when it is false up to ``limit``."""
+    high = low + 1
+    while not holds(high):
+        low, high = high, high * 2
+        if high > limit:
+            return None
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if holds(mid) else (mid, high)
+    return high

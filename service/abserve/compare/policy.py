@@ -175,12 +175,18 @@ class StratumRule(_Strict):
 
 class ImprovementRule(_Strict):
     """An improvement the candidate claims: ``metric`` lower by at least ``at_least`` seconds
-    on requests with at least ``min_items`` items. Pass: proven; fail: ruled out."""
+    on requests with at least ``min_items`` items. Pass: proven; fail: ruled out.
+
+    ``required: false`` makes a critical claim a guard: ruled out, it fails the run; open or
+    never reached by the traffic, it blocks nothing (``abserve check`` and ``abserve run``
+    refuse a required critical gate the planned traffic cannot reach:
+    ``abserve.compare.reachability``)."""
 
     metric: LatencyMetric
     min_items: int = Field(ge=0)
     at_least: float = Field(default=0.0, ge=0.0)
     critical: bool = True
+    required: bool = True
 
     @property
     def name(self) -> str:
@@ -194,6 +200,7 @@ class PerItemRule(_Strict):
     metric: LatencyMetric
     allowed: float = 0.0
     critical: bool = False
+    required: bool = True  # false with critical: a guard, as ``ImprovementRule.required``
 
     @property
     def name(self) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from abserve.compare.gate_line import guarded
 from abserve.compare.gates import shift_line
 from abserve.compare.latency import RequestLatency, items_of, paired_sample
 from abserve.compare.model import MetricLine
@@ -126,10 +127,7 @@ def _as_stratum(line: MetricLine, rule: StratumRule, total: int, m: int, alpha: 
     line.reason = f"{headline(line)}; {line.reason}; {correction}"
     if rule.why:
         line.reason += f"; {rule.why}"
-    if rule.critical and not rule.required:
-        line.guard = True
-        line.critical = line.outcome == "fail"
-    return line
+    return guarded(line, rule.critical, rule.required, line.n > 0)
 
 
 def relative_span(line: MetricLine) -> tuple[float, float, float] | None:

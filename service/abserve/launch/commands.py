@@ -165,9 +165,11 @@ def check(
     from abserve.launch.arm_checks import check_arms
     from abserve.launch.arm_servers import full_argv
     from abserve.launch.orchestrator import ensure_model
+    from abserve.launch.rounds import preflight_report
 
     try:
         experiment = load_experiment(config)
+        _, _, reach = preflight_report(experiment, None)  # the policy against the planned traffic
         facts = check_arms(experiment, full_argv(experiment, ensure_model(experiment)))
     except (ValueError, RuntimeError) as exc:
         typer.echo(f"check refused: {exc}", err=True)
@@ -181,6 +183,8 @@ def check(
     for item in experiment.load.profiles:  # traffic files, checked when the config loaded
         if (said := file_statement(item.model_dump())) is not None:
             typer.echo(f"traffic {said}")
+    for line in reach.lines():
+        typer.echo(line)
 
 
 def _check_gpu(config: Path, env_file: Path | None, allow_unpinned: bool) -> None:

@@ -41,7 +41,7 @@ from abserve.launch.rounds import (
     infinite_plan,
     interim_judgment,
     judging_roles,
-    preflight,
+    preflight_report,
     rotations,
     round_requests,
     should_stop,
@@ -329,7 +329,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
     """
     try:
-        policy, rounds = preflight(config, budget)
+        policy, rounds, reach = preflight_report(config, budget)
     except ValueError as exc:
         raise RunRefused(str(exc)) from exc
     began = time.monotonic()
@@ -347,6 +347,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
+            for line in reach.lines():  # expected cost, gates the traffic leaves out
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
             model, facts, servers = start_arms(config, paths, pool, target, console)
             prove_arms(config, servers, console)
             router = RouterProcess(

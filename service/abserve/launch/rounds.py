@@ -26,6 +26,7 @@ from abserve.compare.gates import stop_now
 from abserve.compare.judge import judge_digest
 from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
+from abserve.compare.reachability import Reachability
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.launch.blocks import Block, plan_blocks, split_requests
 from abserve.provenance_records import BlockRecord, LookRecord, SequentialRecord
@@ -52,39 +53,31 @@ def parse_budget(text: str) -> BudgetConfig:
 
 
 def preflight(config: ExperimentConfig, budget: BudgetConfig | None) -> tuple[Policy, RoundLog | None]:
-    """Everything that can be refused before a server starts (``ValueError``): the policy (unknown keys, an
-    improvement gate no request of the load can reach) and the budget."""
+    """``preflight_report`` without the report."""
+    policy, rounds, _ = preflight_report(config, budget)
+    return policy, rounds
+
+
+def preflight_report(config: ExperimentConfig,
+                     budget: BudgetConfig | None) -> tuple[Policy, RoundLog | None, Reachability]:
+    """Everything that can be refused before a server starts (``ValueError``, one line): the
+    policy (unknown keys), the budget, and a critical gate the planned traffic cannot reach or
+    decide (``abserve.compare.reachability``); with the expected cost to show."""
     from abserve.compare.policy import load_policy
+    from abserve.launch.reach import planned_reach
 
     policy = load_policy(config.policy)  # PolicyError is a ValueError
-    reachable = max_items(config)
-    for rule in policy.improvements:
-        if reachable is not None and rule.min_items > reachable:
-            raise ValueError(f"policy gate {rule.name}: no request of this load carries {rule.min_items} "
-                           f"or more items (at most {reachable}); the stratum would be empty")
     budget = budget or config.budget
-    if budget is None:
-        return policy, None
-    if policy.mode != "sequential":
+    if budget is not None and policy.mode != "sequential":
         raise ValueError(f"a budget sends rounds until every critical gate is decided, which needs "
                          f"intervals valid at every look: policy {policy.name!r} is mode: fixed "
                          f"(valid for one look); use a mode: sequential policy or drop the budget")
-    check_budget(config, budget)
-    return policy, RoundLog(budget=budget)
-
-
-def max_items(config: ExperimentConfig) -> int | None:
-    """The most images any request of the configured load can carry (None: unknown)."""
-    from abserve.traffic.profiles import ProfileError, load_profile
-
-    most = 0
-    for item in config.load.profiles:
-        try:
-            profile = load_profile(item.profile, dict(item.set))
-        except (ProfileError, ValueError):
-            return None
-        most = max(most, profile.images.count[1])
-    return most
+    if budget is not None:
+        check_budget(config, budget)
+    reach = planned_reach(config, judging_roles(config, policy), budget, MIN_RUN_SECONDS)
+    if refused := reach.refusals():
+        raise ValueError(refused[0])
+    return policy, None if budget is None else RoundLog(budget=budget), reach
 
 
 def rotations(config: ExperimentConfig) -> int:

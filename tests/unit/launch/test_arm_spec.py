@@ -239,7 +239,8 @@ def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path
     from abserve.cli import app
 
     path = write(tmp_path, experiment({"a": {"lookup": "linear"}, "b": {"venv": str(tmp_path / "nope")}},
-                                      policy="configs/policy/cpu-default.yaml"))
+                                      policy="configs/policy/cpu-default.yaml",
+                                      budget={"seconds": 300}))  # rounds: the policy's gates are reachable
     # its own run lock: another abserve run on the machine (a benchmark, a CI job) must not decide it
     env = {**os.environ, "COLUMNS": "200", "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
     began = time.monotonic()

@@ -83,8 +83,9 @@ def test_budget_below_one_round_is_refused_before_anything_starts() -> None:
 def test_preflight_refuses_an_unknown_policy_key_and_an_empty_improvement_stratum(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"max_eror_rate|extra"):
         preflight(config(tmp_path, "max_eror_rate: 0.1\n"), None)
-    empty = "mode: sequential\nimprovements: [{metric: tpot, min_items: 128}]\n"
-    with pytest.raises(ValueError, match="no request of this load carries 128"):
+    empty = "mode: sequential\nmin_samples: 20\nimprovements: [{metric: tpot, min_items: 128}]\n"
+    with pytest.raises(ValueError, match=r"tpot.improvement@128\+ cannot be reached: the traffic has "
+                                         r"at most 32 images per request"):
         preflight(config(tmp_path, empty), None)  # images.count [8, 32]; the other profile fewer
     policy, rounds = preflight(config(tmp_path, "mode: sequential\n"), BudgetConfig(seconds=200))
     assert policy.mode == "sequential"
@@ -97,7 +98,7 @@ def test_preflight_refuses_a_budget_under_a_fixed_sample_policy(tmp_path: Path) 
     that peeking would inflate false fails, so the run is refused before a server starts."""
     with pytest.raises(ValueError, match="mode: fixed"):
         preflight(config(tmp_path, "mode: fixed\n"), BudgetConfig(seconds=200))
-    policy, rounds = preflight(config(tmp_path, "mode: fixed\n"), None)
+    policy, rounds = preflight(config(tmp_path, "mode: fixed\nmin_samples: 20\n"), None)
     assert policy.mode == "fixed"
     assert rounds is None
 

@@ -14,8 +14,11 @@ generated request carries (profile, items, token-estimate, corpus-index) and ``s
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -143,11 +146,23 @@ def _is_url(ref: str) -> bool:
 
 
 def _read_image(ref: str, base: Path) -> str:
-    path = Path(ref.removeprefix("file://"))
-    path = path if path.is_absolute() else base / path
-    if not path.is_file():
-        raise LineError(f"image file not found: {path}")
-    data = path.read_bytes()
+    name = ref.removeprefix("file://")
+    path = name if os.path.isabs(name) else os.path.join(base, name)  # one stat, no Path: hot
+    try:
+        found = os.stat(path)
+    except OSError:
+        found = None
+    if found is None or not stat.S_ISREG(found.st_mode):
+        raise LineError(f"image file not found: {Path(path)}")
+    return _data_url(path, found.st_mtime_ns, found.st_size)
+
+
+@functools.lru_cache(maxsize=64)  # 64 images' data URLs at most in memory
+def _data_url(path: str, _mtime_ns: int, _size: int) -> str:
+    """An image file as a data URL; cached by path, modification time and size, so a file
+    whose lines share images (a gateway's log, a data set's pool) reads each one once
+    (benchmarks/reach_speed.md); a file changed since is read again."""
+    data = Path(path).read_bytes()
     try:
         with Image.open(io.BytesIO(data)) as image:
             fmt = image.format or ""

@@ -55,13 +55,21 @@ class FileCheck:
     sampling: Counter[str] = field(default_factory=Counter)  # seeded / forced-greedy
     endpoints: Counter[str] = field(default_factory=Counter)  # chat/completions, completions
     timed: int = 0  # requests with a recorded arrival
+    # for the policy's reachability check (``abserve.compare.reachability``): requests per
+    # image count, the words + image tokens estimate of all prompts, the lines' own tags
+    items: Counter[int] = field(default_factory=Counter)
+    token_estimate: int = 0
+    tags: dict[str, set[str]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The counts a run records in its provenance (``load_plan[].imported``)."""
         return {"requests": self.requests, "images": self.images, "timed": self.timed,
                 "forced_greedy": self.sampling["forced-greedy"], "seeded": self.sampling["seeded"],
                 "skipped": self.skipped, "skipped_lines": list(self.skipped_lines),
-                "endpoints": dict(self.endpoints)}
+                "endpoints": dict(self.endpoints),
+                "items_per_request": {str(k): n for k, n in sorted(self.items.items())},
+                "token_estimate": self.token_estimate,
+                "tags": {key: sorted(values) for key, values in sorted(self.tags.items())}}
 
     def describe(self) -> str:
         """One line for the console: what is sent, what was changed or left out."""
@@ -168,10 +176,22 @@ def check_file(src: FileSource) -> FileCheck:
     return check
 
 
+TAG_VALUES = 32  # distinct values kept per tag of a file's lines (enough to name a stratum)
+PER_LINE_TAGS = frozenset({"items", "token-estimate", "corpus-index", "source-line"})
+
+
 def _count(check: FileCheck, item: Accepted) -> None:
     tags = item.entry.tags
     check.requests += 1
     check.images += item.entry.n_images
+    check.items[item.entry.n_images] += 1
+    check.token_estimate += item.entry.token_estimate
+    for header, value in tags.items():
+        key = header.removeprefix(TAG_HEADER_PREFIX)
+        if key not in PER_LINE_TAGS:
+            values = check.tags.setdefault(key, set())
+            if len(values) < TAG_VALUES:
+                values.add(value)
     check.timed += item.arrival is not None
     check.endpoints[item.entry.path.removeprefix("/v1/")] += 1
     sampling = tags.get(f"{TAG_HEADER_PREFIX}sampling")
