@@ -95,6 +95,7 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     if not placement_known:
         outcome, reason = _unknown_placement(rule, outcome, reason, last, threshold, policy)
     drift = _drift(design, threshold, policy)
+    line.regression = outcome == "fail"
     if drift.unstable and outcome in DECIDED:
         outcome = "unstable"
         reason += (f"; but the difference drifted by {ms(drift.estimate)} [{ms(drift.low)}, "

@@ -272,7 +272,8 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
-    verdict, code, reasons = overall(invalid, gates, path.sequential)
+    held = [(m.name, m.reason) for m in lines if m.regression and not m.critical and m.outcome == "unstable"]
+    verdict, code, reasons = overall(invalid, gates, path.sequential, held)
     return Judgment(
         run_id=run.run_id,
         run_status=run.status,

@@ -98,7 +98,7 @@ def metric_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, pol
         reason = f"counterbalanced over {len(shift.levels)} placements: {reason}"
         outcome, reason = bias_guard(rule, outcome, reason, shift, threshold, policy)
     line = gate_line(rule, n, policy, reason=reason)
-    line.outcome, line.threshold = outcome, threshold
+    line.outcome, line.threshold, line.regression = outcome, threshold, outcome == "fail"
     line.baseline_value, line.candidate_value = base_v, cand_v
     line.estimate, line.relative = est, est / base_v if base_v else None
     line.low, line.high = finite(low), finite(high)

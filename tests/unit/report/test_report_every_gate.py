@@ -48,9 +48,11 @@ def declared(policy: Policy) -> set[str]:
 
 @pytest.mark.parametrize("mode", ["fixed", "sequential"])
 @pytest.mark.parametrize("path", POLICIES, ids=[p.stem for p in POLICIES])
-def test_every_declared_gate_has_a_line_in_report_json(db: str, tmp_path: Path, path: Path, mode: Mode) -> None:
+def test_every_declared_gate_has_a_line_in_report_json(db: str, tmp_path: Path, path: Path,
+                                                       mode: Mode) -> None:
     shipped = load_policy(path)
-    policy = shipped.model_copy(update={"mode": mode, "arms": ArmRoles(baseline="a", candidate="b", floor=None)})
+    roles = ArmRoles(baseline="a", candidate="b", floor=None)  # the stored run's arms
+    policy = shipped.model_copy(update={"mode": mode, "arms": roles})
     paths = build_report(db, RUN, tmp_path, path, policy=policy)
     report = json.loads(paths.json.read_text())
     lines = {m["name"]: m for m in report["metrics"]}
@@ -71,7 +73,8 @@ def test_a_fixed_look_judges_the_claimed_improvement_and_the_cost_per_item(db: s
     lines = {m["name"]: m for m in json.loads(paths.json.read_text())["metrics"]}
     claim, cost = lines["tpot.improvement@128+"], lines["tpot.per_item"]
     assert claim["outcome"] == "pass", claim["reason"]
-    assert claim["kind"] == "improvement" and claim["critical"]
+    assert claim["kind"] == "improvement"
+    assert claim["critical"]
     assert claim["high"] < 0
     assert cost["outcome"] == "pass", cost["reason"]
     assert cost["method"] == "theil-sen"
