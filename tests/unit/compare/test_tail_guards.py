@@ -17,7 +17,7 @@ import pytest
 from tests.support.records_factory import arm, exchange, provenance, run_info
 
 from abserve.compare import Policy, judge, load_policy
-from abserve.compare.model import Judgment
+from abserve.compare.model import Judgment, Outcome
 from abserve.compare.policy import ArmRoles
 from abserve.compare.verdict import overall
 from abserve.records import Exchange
@@ -43,7 +43,8 @@ def run(n: int, *, decode_stall: float = 0.0, prefill_stall: float = 0.0, stalle
         if i >= stalled_from and i % every == 3:
             gaps_b[3] += decode_stall
             ttft_b += prefill_stall
-        arms = [arm("a", TOKENS, ttft=ttft_a, itl=list(gaps_a)), arm("b", TOKENS, ttft=ttft_b, itl=list(gaps_b))]
+        arms = [arm("a", TOKENS, ttft=ttft_a, itl=list(gaps_a)),
+                arm("b", TOKENS, ttft=ttft_b, itl=list(gaps_b))]
         out.append(exchange(i, arms, items=items, profile="many-items" if items >= 128 else "mixed",
                             extra_tags={"block": str(i // 6), "placement": "a:0,b:0"}))
     return out
@@ -107,12 +108,13 @@ def test_a_reported_tail_proven_but_held_back_as_unstable_makes_the_verdict_marg
 
 
 def test_overall_counts_a_held_regression_as_marginal_at_least() -> None:
-    rows = [("tpot.hl", True, "pass", "within"), ("tpot.p99", False, "unstable", "drifted")]
+    rows: list[tuple[str, bool, Outcome, str]] = [("tpot.hl", True, "pass", "within"),
+                                                  ("tpot.p99", False, "unstable", "drifted")]
     assert overall([], rows, sequential=True)[0] == "pass"
     verdict, code, reasons = overall([], rows, sequential=True, held=[("tpot.p99", "drifted")])
     assert (verdict, code) == ("marginal", 2)
     assert reasons == ["tpot.p99: unstable — a regression proven, held back as unstable: drifted"]
-    worse = [*rows, ("ttft.hl", True, "inconclusive", "open")]
+    worse: list[tuple[str, bool, Outcome, str]] = [*rows, ("ttft.hl", True, "inconclusive", "open")]
     assert overall([], worse, sequential=True, held=[("tpot.p99", "drifted")])[0] == "inconclusive"
-    failed = [*rows, ("ttft.hl", True, "fail", "slower")]
+    failed: list[tuple[str, bool, Outcome, str]] = [*rows, ("ttft.hl", True, "fail", "slower")]
     assert overall([], failed, sequential=True, held=[("tpot.p99", "drifted")])[0] == "fail"
