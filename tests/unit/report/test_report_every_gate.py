@@ -32,7 +32,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
     run = info().model_copy(update={"run_id": RUN, "status": "running"})
     with Store.open(url) as store:
         store.create_run(run)
-        store.write_exchanges([ex.model_copy(update={"run_id": RUN}) for ex in exchanges(96)])
+        store.write_exchanges([ex.model_copy(update={"run_id": RUN}) for ex in exchanges(64)])
         store.finish_run(RUN, "completed")
     return url
 
