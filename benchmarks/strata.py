@@ -14,8 +14,13 @@ run), one look per round of 6 requests:
    gate's boundary); the share of runs the p95 gate failed by look k.
 3. **Requests to decision** against the aggregate-only design: a regression of 15% on the
    stratum that is 27% of the traffic, and a stall of 300 ms on a quarter of the requests.
+4. **Stalls after the first token** (``--stalls``, issue 47): what share and size of a stall in
+   the decode steps the CPU default's ``tpot.p99`` guard fails within a budget of judged pairs,
+   on the CPU default's shape (24 output tokens, ~14 ms per token, paired noise 0.35 ms sd,
+   Student t3), and its false fails at its boundary (exactly 1% of requests slowed beyond 10%).
 
-``python -m benchmarks.strata [--runs N]``; results in benchmarks/strata.md.
+``python -m benchmarks.strata [--runs N]``, ``python -m benchmarks.strata --stalls [--runs N]``;
+results in benchmarks/strata.md.
 """
 
 from __future__ import annotations
@@ -121,7 +126,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--stalls", action="store_true", help="the decode-stall grid (issue 47) only")
     args = parser.parse_args()
+    if args.stalls:
+        stall_grid(np.random.default_rng(47), args.runs, args.requests)
+        return
     rng = np.random.default_rng(32)
     looks = list(range(ROUND, args.requests + 1, ROUND))
     allowed = 0.05
@@ -173,6 +182,44 @@ def summary(what: str, ns: list[int | None]) -> str:
 def _median(xs: Sequence[int | None]) -> str:
     vals = [x for x in xs if x is not None]
     return "-" if not vals else f"{int(np.median(vals))}"
+
+
+GAPS = 23  # the CPU default's 24 output tokens
+TPOT, TPOT_NOISE = 0.014, 0.00035  # time per output token on the shared core, paired noise sd (s)
+
+
+def tpot_run(rng: np.random.Generator, n: int, share: float, stall: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` paired times per output token; the candidate stalls ``stall`` seconds once in the
+    decode steps of a ``share`` of requests (spread over its 23 gaps)."""
+    base = TPOT * rng.lognormal(0.0, 0.1, size=n)
+    noise = TPOT_NOISE / math.sqrt(3) * rng.standard_t(3, size=(2, n))  # t3 scaled to sd 0.35 ms
+    cand = base + noise[1] + np.where(rng.random(n) < share, stall / GAPS, 0.0)
+    return base + noise[0], cand
+
+
+def p99_first_fail(base: np.ndarray, cand: np.ndarray, looks: list[int]) -> int | None:
+    excess = paired_excess(base, cand, 0.10, 0.0)
+    return next((n for n in looks if n >= 20 and spread_decision(excess[:n], 0.99, ALPHA) == "fail"), None)
+
+
+def stall_grid(rng: np.random.Generator, runs: int, requests: int) -> None:
+    """Share of runs whose ``tpot.p99`` guard failed within ``requests`` judged pairs, and the
+    median pairs to the fail, per stall share and size; then false fails at the boundary."""
+    looks = list(range(ROUND, requests + 1, ROUND))
+    for stall in (0.025, 0.05, 0.1, 0.3):
+        cells = []
+        for share in (0.02, 0.04, 0.08, 0.125, 0.25):
+            firsts = [p99_first_fail(*tpot_run(rng, requests, share, stall), looks) for _ in range(runs)]
+            got = [n for n in firsts if n is not None]
+            cells.append(f"{share:.1%}: {len(got)}/{runs} (median {_median(got)})")
+        print(f"stall {stall * 1000:.0f} ms after the first token: " + "; ".join(cells))
+    false = 0
+    for _ in range(runs):
+        base, cand = tpot_run(rng, requests, 0.0, 0.0)
+        hit = rng.random(requests) < 0.01  # exactly at the boundary: 1% slowed beyond 10%
+        cand = np.where(hit, base * 1.1 + 0.002, np.minimum(cand, base * 1.1 * 0.999))
+        false += p99_first_fail(base, cand, looks) is not None
+    print(f"tpot.p99 at its boundary (1% slowed beyond 10%): false fail {false}/{runs} by {requests} pairs")
 
 
 if __name__ == "__main__":

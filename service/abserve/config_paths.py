@@ -42,7 +42,8 @@ def rebase_experiment(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def rebase_selftest(data: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """A selftest file's mapping with its policy and experiment configs resolved against ``folder``."""
+    """A selftest file's mapping with its policies (its own, each check's) and experiment configs
+    resolved against ``folder``."""
     out = dict(data)
     if isinstance(out.get("policy"), str):
         out["policy"] = str(resolve_config(out["policy"], "policy", folder))
@@ -50,6 +51,10 @@ def rebase_selftest(data: dict[str, Any], folder: Path) -> dict[str, Any]:
     if isinstance(experiments, dict):
         out["experiments"] = {name: str(resolve_config(ref, "experiment", folder))
                               if isinstance(ref, str) else ref for name, ref in experiments.items()}
+    checks = out.get("checks")
+    if isinstance(checks, list):  # a check may judge with its own policy
+        out["checks"] = [{**c, "policy": str(resolve_config(c["policy"], "policy", folder))}
+                         if isinstance(c, dict) and isinstance(c.get("policy"), str) else c for c in checks]
     return out
 
 

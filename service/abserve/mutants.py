@@ -23,6 +23,12 @@ never mistake a mutant arm for a real one:
   requests, chosen by a hash of the request's first item, the request's first lookup call
   takes ``ABSERVE_MUTANT_DELAY_US`` more (an occasional stall of the prefill): the median
   request is untouched, the winsorized mean barely moves, the p95 jumps (issue 32).
+- ``decode-stall`` (latency in the tail, after the first token): on a share
+  ``ABSERVE_MUTANT_STALL_SHARE`` (default 0.125: one request in eight) of requests, chosen by
+  the same hash, the request's ``ABSERVE_MUTANT_STALL_STEP``-th (default 4) single-token window,
+  a decode step (at most one prefill chunk is a single token), takes ``ABSERVE_MUTANT_DELAY_US``
+  more: the first token is on time, the stream stalls in its middle, so TTFT is untouched and
+  the time per output token and end-to-end latency of those requests jump (issue 47).
 
 Stdlib only (runs inside vLLM processes, imported by ``abserve.vllm_plugin``).
 """
@@ -43,10 +49,11 @@ DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
 MIN_ITEMS_ENV = "ABSERVE_MUTANT_MIN_ITEMS"
 DELAY_KIND_ENV = "ABSERVE_MUTANT_DELAY_KIND"
 STALL_SHARE_ENV = "ABSERVE_MUTANT_STALL_SHARE"
+STALL_STEP_ENV = "ABSERVE_MUTANT_STALL_STEP"
 DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
-MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall")
-LATENCY_MUTANTS = ("slow", "dense-slow", "stall")
+MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall")
+LATENCY_MUTANTS = ("slow", "dense-slow", "stall", "decode-stall")
 
 Lookup = Callable[[Sequence[Feature], int, int], tuple[int, int]]
 
@@ -76,8 +83,12 @@ def min_items() -> int:
     return int(os.environ.get(MIN_ITEMS_ENV, "64"))
 
 
-def stall_share() -> float:
-    return float(os.environ.get(STALL_SHARE_ENV, "0.25"))
+def stall_share(default: str = "0.25") -> float:
+    return float(os.environ.get(STALL_SHARE_ENV, default))
+
+
+def stall_step() -> int:
+    return int(os.environ.get(STALL_STEP_ENV, "4"))
 
 
 def drop_straddle_window(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
@@ -147,6 +158,33 @@ def with_stalls(lookup: Lookup, micros: int, share: float, kind: str = "sleep") 
     return stalling_lookup
 
 
+def with_decode_stalls(lookup: Lookup, micros: int, share: float, step: int = 4,
+                       kind: str = "sleep") -> Lookup:
+    """``lookup`` whose ``step``-th single-token window of a stalled request takes ``micros``
+    more: a decode step after the first token (a request's first window starts at 0 and
+    restarts its count; only its last prefill chunk can also be a single token)."""
+    slow = with_delay(lookup, micros, kind)
+    steps: dict[str, int] = {}
+
+    @wraps(lookup)
+    def decode_stalling_lookup(features: Sequence[Feature], start: int, end: int) -> tuple[int, int]:
+        if not features:
+            return lookup(features, start, end)
+        key = request_key(features)
+        if start == 0:
+            if len(steps) > 100_000:
+                steps.clear()
+            steps[key] = 0
+        if end - start != 1 or key not in steps:
+            return lookup(features, start, end)
+        steps[key] += 1
+        if steps[key] == step and stalled(key, share):
+            return slow(features, start, end)
+        return lookup(features, start, end)
+
+    return decode_stalling_lookup
+
+
 def mutate_lookup(mutant: str | None, lookup: Lookup) -> Lookup:
     """The lookup a mutant arm runs instead of ``lookup``."""
     if mutant == "drop-straddle":
@@ -157,6 +195,8 @@ def mutate_lookup(mutant: str | None, lookup: Lookup) -> Lookup:
         return only_dense(lookup, with_delay(lookup, delay_us(), delay_kind()), min_items())
     if mutant == "stall":
         return with_stalls(lookup, delay_us(), stall_share(), delay_kind())
+    if mutant == "decode-stall":
+        return with_decode_stalls(lookup, delay_us(), stall_share("0.125"), stall_step(), delay_kind())
     return lookup
 
 

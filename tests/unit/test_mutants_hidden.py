@@ -49,3 +49,37 @@ def test_new_mutants_are_selectable(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(mutants.MUTANT_ENV, name)
         assert mutants.selected_mutant() == name
         assert mutants.mutate_lookup(name, linear_window) is not linear_window
+
+
+def test_decode_stall_delays_one_decode_step_of_a_stable_share_of_requests() -> None:
+    """Prefill windows and the other decode steps run at full speed; the stalled request's
+    ``step``-th single-token window pays, once per request; a new request (start 0) counts anew."""
+    ident = next(f"r{i}" for i in range(1000) if mutants.stalled(f"r{i}-0/4", 0.5))
+    calm = next(f"r{i}" for i in range(1000) if not mutants.stalled(f"r{i}-0/4", 0.5))
+    lookup = mutants.with_decode_stalls(linear_window, 20_000, 0.5, step=3)
+    items = feats(4, ident)
+
+    def window(start: int, end: int, which: list[NS] = items) -> float:
+        began = time.perf_counter()
+        assert lookup(which, start, end) == linear_window(which, start, end)
+        return time.perf_counter() - began
+
+    def request(which: list[NS]) -> list[float]:
+        prefill = [window(0, 32, which), window(32, 64, which)]
+        return prefill + [window(64 + k, 65 + k, which) for k in range(5)]
+
+    stalled = request(items)
+    assert [t >= 0.02 for t in stalled] == [False, False, False, False, True, False, False]
+    assert [t >= 0.02 for t in request(items)] == [False, False, False, False, True, False, False]
+    assert max(request(feats(4, calm))) < 0.01
+    assert max(window(70, 71, feats(4, "never-started")) for _ in range(4)) < 0.01
+
+
+def test_decode_stall_is_selected_with_its_share_and_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mutants.MUTANT_ENV, "decode-stall")
+    assert mutants.selected_mutant() == "decode-stall"
+    assert mutants.stall_share("0.125") == 0.125
+    assert mutants.stall_step() == 4
+    monkeypatch.setenv(mutants.STALL_STEP_ENV, "2")
+    assert mutants.stall_step() == 2
+    assert "decode-stall" in mutants.LATENCY_MUTANTS

@@ -100,6 +100,7 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
             bias = policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
             hold(line, "placement", placement_detail(bias, "a placement abserve did not control", threshold))
     drift = _drift(design, threshold, policy)
+    line.regression = outcome == "fail"
     if drift.unstable and outcome in DECIDED:
         outcome = "unstable"
         reason += (f"; but the difference drifted by {ms(drift.estimate)} [{ms(drift.low)}, "
@@ -145,17 +146,33 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     """The claimed improvement on the stratum of requests with at least ``min_items`` items."""
     design, _ = _design(rule.metric, exchanges, lat, policy, ends)
     part = stratum(design, rule.min_items)
-    line = gate_line(rule, len(part.diffs), policy)
-    line.kind, line.stratum, line.direction = "improvement", f">= {rule.min_items} items", "decrease"
-    line.threshold = -rule.at_least
+    line = improvement_stub(rule, len(part.diffs), policy)
     if len(part.diffs) < policy.min_samples or not part.looks:
-        line.reason = (f"{len(part.diffs)} paired requests with >= {rule.min_items} items, fewer than "
-                       f"the {policy.min_samples} required")
+        line.reason = line.reason or "no look holds its pairs yet"
         return guarded(line, rule.critical, rule.required, len(part.diffs) > 0)
     last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = last[-1]
-    low, high = _lo(end), _hi(end)
-    span = f"{ms(end.estimate)} [{ms(low)}, {ms(high)}]"
+    decide_improvement(line, rule, _est(end), _lo(end), _hi(end))
+    line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
+    return guarded(line, rule.critical, rule.required, True)
+
+
+def improvement_stub(rule: ImprovementRule, n: int, policy: Policy) -> MetricLine:
+    """An improvement gate's line over ``n`` pairs of its stratum, not yet judged; the reason
+    says so when they are fewer than ``min_samples`` (both judgment paths start here)."""
+    line = gate_line(rule, n, policy)
+    line.kind, line.stratum, line.direction = "improvement", f">= {rule.min_items} items", "decrease"
+    line.threshold = -rule.at_least
+    if n < policy.min_samples:
+        line.reason = (f"{n} paired requests with >= {rule.min_items} items, fewer than "
+                       f"the {policy.min_samples} required")
+    return line
+
+
+def decide_improvement(line: MetricLine, rule: ImprovementRule, estimate: float, low: float,
+                       high: float) -> None:
+    """Pass when the interval proves the candidate faster by ``at_least``; fail when ruled out."""
+    span = f"{ms(estimate)} [{ms(low)}, {ms(high)}]"
     claim = f"faster by at least {ms(rule.at_least, signed=False)}"
     if high < -rule.at_least:
         line.outcome, line.reason = "pass", f"{span}: improvement proven ({claim})"
@@ -163,26 +180,44 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
         line.outcome, line.reason = "fail", f"{span}: the claimed improvement ({claim}) is ruled out"
     else:
         line.reason = f"{span}: not yet known whether {claim}"
-    line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
-    line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
-    return guarded(line, rule.critical, rule.required, True)
+    line.estimate, line.low, line.high = estimate, finite(low), finite(high)
 
 
 def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
                   ends: Sequence[int]) -> MetricLine:
     """The cost per item (slope of the paired difference against items per request)."""
     design, _ = _design(rule.metric, exchanges, lat, policy, ends)
-    known = sum(it is not None for it in design.items)
-    line = gate_line(rule, known, policy)
-    line.kind, line.threshold = "per_item", rule.allowed
-    counts = len({it for it in design.items if it is not None})
-    if known < policy.min_samples or counts < 2:
-        line.reason = f"{known} paired requests with a known item count: too few, or all the same count"
-        return guarded(line, rule.critical, rule.required, counts >= 2)
+    line, fits = per_item_stub(rule, design.items, policy)
+    if not fits:
+        return guarded(line, rule.critical, rule.required, varied(design.items))
     path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
     end = path[-1]
-    low, high = _lo(end), _hi(end)
-    span = f"{us(end.estimate)} [{us(low)}, {us(high)}] per item"
+    decide_per_item(line, rule, _est(end), _lo(end), _hi(end))
+    line.method, line.trajectory = "anytime-regression", _looks(path)
+    return guarded(line, rule.critical, rule.required, True)
+
+
+def varied(items: Sequence[int | None]) -> bool:
+    """Whether the requests carry at least two item counts (a per-item slope can be reached)."""
+    return len({it for it in items if it is not None}) >= 2
+
+
+def per_item_stub(rule: PerItemRule, items: Sequence[int | None], policy: Policy) -> tuple[MetricLine, bool]:
+    """A per-item gate's line over the pairs of item counts ``items``, not yet judged, and
+    whether a slope can be fitted (else the reason says why: too few, or all alike); both
+    judgment paths start here."""
+    known = [it for it in items if it is not None]
+    line = gate_line(rule, len(known), policy)
+    line.kind, line.threshold = "per_item", rule.allowed
+    if len(known) < policy.min_samples or len(set(known)) < 2:
+        line.reason = f"{len(known)} paired requests with a known item count: too few, or all the same count"
+        return line, False
+    return line, True
+
+
+def decide_per_item(line: MetricLine, rule: PerItemRule, estimate: float, low: float, high: float) -> None:
+    """Pass when the slope's interval is at most the allowed cost per item; fail when beyond."""
+    span = f"{us(estimate)} [{us(low)}, {us(high)}] per item"
     limit = f"allowed {us(rule.allowed)} per item"
     if high <= rule.allowed:
         line.outcome, line.reason = "pass", f"{span}: within the {limit}"
@@ -190,9 +225,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
         line.outcome, line.reason = "fail", f"{span}: beyond the {limit}"
     else:
         line.reason = f"{span}: interval reaches beyond the {limit}"
-    line.estimate, line.low, line.high = end.estimate, finite(low), finite(high)
-    line.method, line.trajectory = "anytime-regression", _looks(path)
-    return guarded(line, rule.critical, rule.required, True)
+    line.estimate, line.low, line.high = estimate, finite(low), finite(high)
 
 
 def stop_now(gates: Iterable[tuple[str, bool, Outcome]]) -> bool:

@@ -43,7 +43,7 @@ from abserve.compare.model import (
 from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import placement_line
 from abserve.compare.policy import Mode, Policy, bucket_label
-from abserve.compare.stats import hodges_lehmann, quantiles, theil_sen_trend
+from abserve.compare.stats import evenly, hodges_lehmann, quantiles, theil_sen_trend
 from abserve.compare.verdict import invalid_reasons, overall
 from abserve.records import Exchange, RunInfo
 
@@ -123,7 +123,7 @@ def breakdowns(
                         high=finite(iv.high),
                     )
                 )
-        known = _evenly(np.flatnonzero(np.fromiter((i is not None for i in items), dtype=bool,
+        known = evenly(np.flatnonzero(np.fromiter((i is not None for i in items), dtype=bool,
                                                    count=len(items))))
         xs = np.fromiter((0 if i is None else i for i in items), dtype=np.float64, count=len(items))
         trend = theil_sen_trend(xs[known], diffs[known], policy.confidence)
@@ -149,19 +149,6 @@ def _grouped(values: np.ndarray, keys: list[str]) -> dict[str, np.ndarray]:
         return {}
     parts = np.split(values[np.argsort(at, kind="stable")], np.cumsum(np.bincount(at))[:-1])
     return dict(zip(codes, parts, strict=True))
-
-
-TREND_POINTS = 3000  # Theil-Sen takes every pair of points: memory and time grow with n**2
-
-
-def _evenly(positions: np.ndarray) -> np.ndarray:
-    """At most ``TREND_POINTS`` of ``positions``, evenly spaced in start order (all of a run
-    of up to that many): the trend of a soak of 100,000 requests from every pair would need
-    tens of GiB; a sub-sample's interval is only wider, never falsely narrow."""
-    if len(positions) <= TREND_POINTS:
-        return positions
-    picks = np.linspace(0, len(positions) - 1, TREND_POINTS).round().astype(int)
-    return positions[picks]
 
 
 def _role(name: str, policy: Policy) -> str:
@@ -287,7 +274,8 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
-    verdict, code, reasons = overall(invalid, gates, path.sequential)
+    held = [(m.name, m.reason) for m in lines if m.regression and not m.critical and m.outcome == "unstable"]
+    verdict, code, reasons = overall(invalid, gates, path.sequential, held)
     return Judgment(
         run_id=run.run_id,
         run_status=run.status,

@@ -12,7 +12,7 @@ The path ``abserve.compare.judge`` takes for a policy with ``mode: sequential``
   ``tails: fixed``, the fixed-sample line (``judge_fixed.metric_line``) marked not anytime-valid;
   improvements, costs per item and strata at every look (``compare.sequential``, ``strata``);
 - verdict: the critical gates decide; a non-critical line only makes it marginal when it proved
-  a fail (``verdict.overall``).
+  a regression, also one a guard then held back as ``unstable`` (``verdict.overall``).
 
 A look is a whole round of blocks (``sequential.look_ends``). Pure.
 """

@@ -77,6 +77,10 @@ class MetricLine(BaseModel):
     stratum: str | None = None
     share: float | None = None  # a stratum gate: its pairs / all pairs of the metric
     guard: bool = False  # critical only once it fails (compare/strata.py, compare/quantile_cs.py)
+    # The interval proved a regression beyond the allowance, whether or not a guard then held
+    # the outcome back as ``unstable`` (a drift, foreign load, a tail proven over the run but
+    # not spread over the run): a non-critical line with it is never silent (``verdict.overall``).
+    regression: bool = False
     trajectory: Trajectory = Field(default_factory=Looks)
     drift: Drift | None = None
     cause: Cause | None = None  # what held the line open (neighbours, drift, placement, warm-up)

@@ -248,6 +248,19 @@ def _theil_sen(ys: Array, xs: Array, confidence: float) -> tuple[float, float, f
     return float(medslope), float(medinter), low, high
 
 
+TREND_POINTS = 3000  # Theil-Sen takes every pair of points: memory and time grow with n**2
+
+
+def evenly(positions: np.ndarray, most: int = TREND_POINTS) -> np.ndarray:
+    """At most ``most`` of ``positions``, evenly spaced in start order (all of a run of up to
+    that many): the trend of a soak of 100,000 requests from every pair would need tens of
+    GiB; a sub-sample's interval is only wider, never falsely narrow."""
+    if len(positions) <= most:
+        return positions
+    picks = np.linspace(0, len(positions) - 1, most).round().astype(int)
+    return positions[picks]
+
+
 def quantiles(values: ArrayLike, qs: tuple[float, ...]) -> list[float]:
     """Quantiles of the finite values (NaN when there are none)."""
     v = _clean(values)

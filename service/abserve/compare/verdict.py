@@ -11,6 +11,9 @@
 - The run is ``invalid`` before anything else when it cannot be trusted (see ``invalid_reasons``);
   then a failing critical line fails the run, a failing non-critical line makes it marginal, a
   critical inconclusive line makes it inconclusive, and any marginal line makes it marginal.
+  A non-critical line whose interval proved a regression is never silent, also when a guard
+  held it back as ``unstable`` (a drift, foreign load, a tail not spread over the run): it
+  makes the verdict marginal at least (``held``).
 """
 
 from __future__ import annotations
@@ -223,18 +226,23 @@ def _profile_end(profile: dict[str, Any]) -> str:
 
 
 def overall(
-    invalid: list[str], lines: Iterable[tuple[str, bool, Outcome, str]], sequential: bool = False
+    invalid: list[str], lines: Iterable[tuple[str, bool, Outcome, str]], sequential: bool = False,
+    held: Iterable[tuple[str, str]] = (),
 ) -> tuple[Outcome, int, list[str]]:
     """Combine ``(name, critical, outcome, reason)`` lines into the run's verdict and exit code.
 
     ``sequential``: the critical gates decide; a non-critical line only makes the verdict
     marginal when it proved a fail (its open or marginal state is reported, not gated on).
+    ``held``: ``(name, reason)`` of the non-critical lines that proved a regression a guard
+    then held back as ``unstable``: each makes the verdict marginal at least, in either mode.
     """
     if invalid:
         return "invalid", EXIT_CODES["invalid"], list(invalid)
     rows = list(lines)
     failed_crit = [r for r in rows if r[2] == "fail" and r[1]]
     failed_other = [r for r in rows if r[2] == "fail" and not r[1]]
+    failed_other += [(name, False, "unstable", f"a regression proven, held back as unstable: {reason}")
+                     for name, reason in held]
     inconclusive = [r for r in rows if r[2] in ("inconclusive", "unstable") and r[1]]
     marginal = [r for r in rows if r[2] == "marginal" and (r[1] or not sequential)]
     verdict: Outcome

@@ -6,11 +6,12 @@ one after another so no more than four servers share the machine; an arm's serve
 experiment wants again is kept for it, ``abserve.launch.arm_pool``) and the checks to make on
 their stored records (``abserve.launch.selftest_checks``): the A/A' pair must pass, the real
 change is reported as measured, the correctness mutant must fail on equality naming the first
-divergent request and position, and the slowness mutant must fail on latency with its injected
-effect inside the reported interval. Each check judges the same stored records with its own
-arm roles (``policy.arms``), writes its own report, and the whole selftest writes
-``selftest.json`` and ``selftest.md`` (a table of expected vs actual verdicts, rendered by
-``abserve.report.selftest_md``). Exit 0 only if
+divergent request and position, the slowness mutant must fail on latency with its injected
+effect inside the reported interval, and the mutant that stalls requests after their first token
+must fail the CPU default's gates on a tail. Each check judges the same stored records with its
+own arm roles (``policy.arms``; a check may name its own policy), writes its own report, and the
+whole selftest writes ``selftest.json`` and ``selftest.md`` (a table of expected vs actual
+verdicts, rendered by ``abserve.report.selftest_md``). Exit 0 only if
 every expectation holds; 1 if one does not; 3 if an experiment could not run.
 """
 
@@ -193,7 +194,8 @@ def run_selftest(config_path: Path, out: Path, console: Console, rejudge: bool =
                            for name, path in config.experiments.items()}
         finally:
             pool.close()
-    checks = [judge_check(spec, experiments[spec.experiment], policy, out) for spec in config.checks]
+    checks = [judge_check(spec, experiments[spec.experiment], load_policy(spec.policy) if spec.policy
+                          else policy, out) for spec in config.checks]
     not_run = any(e.run_id is None for e in experiments.values())
     ok = all(c.holds for c in checks) and not not_run
     code = EXIT_OK if ok else EXIT_NOT_RUN if not_run else EXIT_EXPECTATION

@@ -7,6 +7,8 @@ trustworthy service must say:
 - ``measured``: the real change is reported as measured; only an invalid run breaks it;
 - ``fail-equality``: a correctness mutant must fail on the equality gate, and the report must
   name the first divergent request and the output position where it diverged;
+- ``fail-tail``: a mutant that stalls a share of requests must fail the run on the tail gate
+  ``metric`` (``tpot.p99``: a stall after the first token, which the mean shift clips as a spike);
 - ``fail-latency``: a slowness mutant must fail on the latency gate, and the injected effect must
   lie inside the reported interval. The injected effect is derived from both servers' own
   telemetry: the extra time per lookup call of the mutant over the baseline, times lookup
@@ -24,6 +26,7 @@ trustworthy service must say:
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +37,7 @@ from abserve.units import ms
 
 _ms = partial(ms, signed=False)  # "1.234 ms": magnitudes, the words say which way
 
-Expect = Literal["pass", "measured", "fail-equality", "fail-latency"]
+Expect = Literal["pass", "measured", "fail-equality", "fail-latency", "fail-tail"]
 
 
 class CheckSpec(BaseModel):
@@ -47,7 +50,8 @@ class CheckSpec(BaseModel):
     candidate: str
     floor: str | None = None
     expect: Expect
-    metric: str = "tpot.hl"  # the latency line a fail-latency check reads
+    metric: str = "tpot.hl"  # the latency line a fail-latency (fail-tail) check reads
+    policy: Path | None = None  # the policy this check judges with (default: the selftest's)
     amplification: float = Field(default=1.0, ge=1.0)  # served effect may reach this x injected
     delay_us: float | None = None  # the mutant's configured delay per lookup call
 
@@ -132,6 +136,17 @@ def check_fail_equality(judgment: Judgment) -> tuple[bool, list[str]]:
     return ok, details
 
 
+def check_fail_tail(judgment: Judgment, spec: CheckSpec) -> tuple[bool, list[str]]:
+    """The run fails, and the tail line ``spec.metric`` is among the failing gates."""
+    line = _line(judgment, spec.metric)
+    details = _summary(judgment)
+    if line is None:
+        details.insert(0, f"the policy has no {spec.metric} line")
+        return False, details
+    details.insert(0, f"{spec.metric} {line.outcome}: {line.reason}")
+    return judgment.verdict == "fail" and line.outcome == "fail", details
+
+
 def check_fail_latency(judgment: Judgment, spec: CheckSpec,
                        effect: InjectedEffect | None) -> tuple[bool, list[str], bool | None]:
     """Fail on the latency line, with the injected effect inside its interval (or, with
@@ -167,6 +182,8 @@ def evaluate(spec: CheckSpec, judgment: Judgment, report_dir: str | None = None)
         holds, details, contained = check_fail_latency(judgment, spec, effect)
     elif spec.expect == "fail-equality":
         holds, details = check_fail_equality(judgment)
+    elif spec.expect == "fail-tail":
+        holds, details = check_fail_tail(judgment, spec)
     elif spec.expect == "pass":
         holds, details = check_pass(judgment)
     else:

@@ -1,7 +1,7 @@
 """Theil-Sen's trend gives scipy's floats without scipy's n x n working set (issue 30).
 
 ``judge.breakdowns`` fits a trend of each paired difference on items per request over at
-most ``judge.TREND_POINTS`` (3,000) points. ``scipy.stats.theilslopes`` forms every pairwise
+most ``stats.TREND_POINTS`` (3,000) points. ``scipy.stats.theilslopes`` forms every pairwise
 difference of x and of y as n x n arrays and masks them: ~200 MiB at 3,000 points, the peak
 of a whole ``abserve report`` at 100,000 exchanges. ``stats.theil_sen_trend`` forms them a
 block of rows at a time into the one array of slopes it sorts; the results must not move.
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from abserve.compare.judge import TREND_POINTS
-from abserve.compare.stats import theil_sen_trend
+from abserve.compare.stats import TREND_POINTS, theil_sen_trend
 
 PEAK_BOUND = 48 * 2**20  # bytes at TREND_POINTS points; measured 41 MiB (scipy's way: 206 MiB)
 

@@ -21,7 +21,7 @@ from abserve.launch.server import VllmServer
 from abserve.telemetry import Counters, ProcessTelemetry
 
 REPO = Path(__file__).resolve().parents[3]
-ORDER = ("outputs", "floor", "latency")  # as configs/selftest.yaml runs them
+ORDER = ("outputs", "floor", "tail", "latency")  # as configs/selftest.yaml runs them
 
 
 @dataclass
@@ -69,15 +69,18 @@ def run(pool: ArmPool, config: ExperimentConfig, tmp_path: Path, name: str, fini
     return [s.name for s in to_start], [s.name for s in stop], servers
 
 
-def test_the_self_test_starts_five_servers_instead_of_eight(tmp_path: Path) -> None:
+def test_the_self_test_starts_six_servers_instead_of_ten(tmp_path: Path) -> None:
     pool, all_configs = planned(tmp_path)
     started, stopped = {}, {}
     kept_for: dict[str, list[int]] = {}
     for name in ORDER:
         started[name], stopped[name], servers = run(pool, all_configs[name], tmp_path, name)
         kept_for[name] = [id(s) for s in servers.values()]
-    assert started == {"outputs": ["a", "a2", "b", "drop"], "floor": [], "latency": ["slow"]}
-    assert stopped == {"outputs": ["b", "drop"], "floor": ["a2"], "latency": ["a", "slow"]}
+    assert started == {"outputs": ["a", "a2", "b", "drop"], "floor": [], "tail": ["stall"],
+                       "latency": ["slow"]}
+    # both linear servers of the floor stay (the tail and the latency experiments each want one)
+    assert stopped == {"outputs": ["b", "drop"], "floor": [], "tail": ["a", "stall"],
+                       "latency": ["a", "slow"]}
     assert set(kept_for["floor"]) <= set(kept_for["outputs"])  # the very servers outputs started
     assert pool.idle == {}
 

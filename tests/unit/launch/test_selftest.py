@@ -112,7 +112,12 @@ def test_measured_change_holds_unless_the_run_is_invalid() -> None:
 
 def test_the_shipped_selftest_config_is_valid_and_reads_the_mutant_delay() -> None:
     config = load_selftest(ROOT / "configs/selftest.yaml")
-    assert {c.expect for c in config.checks} == {"pass", "measured", "fail-equality", "fail-latency"}
+    assert {c.expect for c in config.checks} == {"pass", "measured", "fail-equality", "fail-latency",
+                                                 "fail-tail"}
+    tail = next(c for c in config.checks if c.expect == "fail-tail")
+    assert tail.policy is not None
+    assert tail.policy.is_file()
+    assert tail.metric in {r.name for r in load_policy(tail.policy).metrics if r.critical}
     slow = next(c for c in config.checks if c.expect == "fail-latency")
     delay = configured_delay_us(ROOT / config.experiments[slow.experiment], slow.candidate)
     assert delay is not None
@@ -186,3 +191,24 @@ def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anythi
     text = (tmp_path / "selftest.md").read_text()
     assert "| c | a vs b | pass | not run | NO |" in text
     assert "server died" in text
+
+
+def test_fail_tail_holds_only_when_the_run_fails_on_the_named_tail() -> None:
+    """The tail check judges with its own policy (the CPU default's gates): a stall after the first
+    token on one request in four fails ``tpot.p99``; the same traffic without it breaks the check."""
+    from tests.support.stall_runs import judged as stall_judged
+    from tests.support.stall_runs import run as stall_run
+
+    tail = spec("fail-tail", metric="tpot.p99", policy=ROOT / "configs/policy/selftest-tail.yaml")
+    assert tail.policy is not None
+    gates = load_policy(tail.policy)
+    held = evaluate(tail, stall_judged(stall_run(64, decode_stall=0.3, every=4), gates))
+    assert held.holds, held.details
+    assert held.verdict == "fail"
+    assert held.details[0].startswith("tpot.p99 fail: ")
+    broken = evaluate(tail, stall_judged(stall_run(64), gates))
+    assert not broken.holds
+    assert broken.verdict == "pass"
+    missing = evaluate(spec("fail-tail", metric="itl.p99"), stall_judged(stall_run(64), gates))
+    assert not missing.holds
+    assert missing.details[0] == "the policy has no itl.p99 line"
