@@ -153,6 +153,14 @@ def gate_outcomes(judgment: Judgment | FamilyJudgment) -> list[tuple[str, bool, 
     return rows
 
 
+def decided(judgment: Judgment | FamilyJudgment) -> bool:
+    """Whether the answer is known (``gates.stop_now``). Several candidates: each one's, as its
+    own two-arm run would stop; a candidate that failed does not cut the others' short."""
+    if isinstance(judgment, FamilyJudgment):
+        return all(decided(one) for one in judgment.judgments.values())
+    return stop_now(gate_outcomes(judgment))  # type: ignore[arg-type]
+
+
 @dataclass
 class RoundLog:
     """What the sequential loop did, for the run's provenance."""
@@ -182,7 +190,7 @@ def should_stop(log: RoundLog, judgment: Judgment | FamilyJudgment, started: flo
     log.looks.append(LookRecord(round=log.rounds, requests=log.requests, seconds=time.monotonic() - started,
                                 gates={name: outcome for name, _, outcome in gates}))
     budget = log.budget
-    if log.rounds >= budget.min_rounds and stop_now([(n, c, o) for n, c, o in gates]):  # type: ignore[misc]
+    if log.rounds >= budget.min_rounds and decided(judgment):
         failed = [n for n, c, o in gates if c and o == "fail"]
         log.decided = True
         log.stop_reason = (f"decided after {log.rounds} rounds: " +

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from abserve.compare.family import FamilyJudgment
 from abserve.compare.model import EqualityVerdict, Judgment, MetricLine
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
@@ -147,6 +148,24 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
     assert len(out_of_requests.looks) == 1
     assert (out_of_requests.looks[0].gates == {
         "equality": "pass", "tpot.hl": "inconclusive"})
+
+
+def _family(**judgments: Judgment) -> FamilyJudgment:
+    return FamilyJudgment(baseline="a", floor=None, candidates={}, judgments=judgments, steps=[],
+                          family_alpha=0.05, correction="Holm", verdict="inconclusive", exit_code=2,
+                          reasons=[])
+
+
+def test_several_candidates_stop_when_each_is_decided_not_at_the_first_failure() -> None:
+    now = time.monotonic()
+    failed = _judgment(("equality", True, "fail"), ("tpot.hl", True, "inconclusive"))
+    still_open = _judgment(("equality", True, "pass"), ("tpot.hl", True, "inconclusive"))
+    passed = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"))
+    log = RoundLog(budget=BudgetConfig(seconds=600, min_rounds=1), rounds=2, requests=20)
+    assert not should_stop(log, _family(drop=failed, b=still_open), now, 10.0, 10)  # b not known yet
+    assert should_stop(log, _family(drop=failed, b=passed), now, 10.0, 10)
+    assert log.decided
+    assert "drop:equality failed" in log.stop_reason
 
 
 @pytest.mark.process
