@@ -161,6 +161,14 @@ def decided(judgment: Judgment | FamilyJudgment) -> bool:
     return stop_now(gate_outcomes(judgment))  # type: ignore[arg-type]
 
 
+def decision(judgment: Judgment | FamilyJudgment) -> str:
+    """What was decided: the critical gates that failed, or that every one passed (per candidate)."""
+    if isinstance(judgment, FamilyJudgment):
+        return "; ".join(f"{arm}: {decision(one)}" for arm, one in judgment.judgments.items())
+    failed = [name for name, critical, outcome in gate_outcomes(judgment) if critical and outcome == "fail"]
+    return f"{', '.join(failed)} failed" if failed else "every critical gate passed"
+
+
 @dataclass
 class RoundLog:
     """What the sequential loop did, for the run's provenance."""
@@ -191,10 +199,8 @@ def should_stop(log: RoundLog, judgment: Judgment | FamilyJudgment, started: flo
                                 gates={name: outcome for name, _, outcome in gates}))
     budget = log.budget
     if log.rounds >= budget.min_rounds and decided(judgment):
-        failed = [n for n, c, o in gates if c and o == "fail"]
         log.decided = True
-        log.stop_reason = (f"decided after {log.rounds} rounds: " +
-                           (f"{', '.join(failed)} failed" if failed else "every critical gate passed"))
+        log.stop_reason = f"decided after {log.rounds} rounds: {decision(judgment)}"
         return True
     undecided = [n for n, c, o in gates if c and o not in DECIDED]
     elapsed = time.monotonic() - started
