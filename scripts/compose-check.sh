@@ -4,7 +4,7 @@
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
 #                                           decide text-only (default: all); what `make test`
 #                                           runs: decide-postgres (the decisive sign-off of a
-#                                           family, stored in PostgreSQL), text-only and
+#                                           family, stored in PostgreSQL) and text-only; also
 #                                           rotation-concurrency (the rotation of the
 #                                           concurrency step's identical arms)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed orchestrator-stopped
@@ -294,8 +294,9 @@ rotate() {  # rotate CONFIG: scripts/gpu-rotation.sh with 2 blocks (the arms swa
   # sets rotation (the combined run's id) and code (its report's exit code)
   scripts/gpu-rotation.sh "$1" 2 0 1 > "$WORK/rotation.log" 2>&1 || true
   cat "$WORK/rotation.log"
-  code="$(sed -n 's/^gpu-rotation: combined report in reports\/\(.*\) (exit \([0-9]*\))$/\2/p' "$WORK/rotation.log")"
-  rotation="$(sed -n 's/^gpu-rotation: combined report in reports\/\([^ ]*\) .*/\1/p' "$WORK/rotation.log")"
+  # (its last line: "gpu-rotation: combined report in RUNS_DIR/ROTATION (exit CODE)")
+  code="$(sed -n 's/^gpu-rotation: combined report in .* (exit \([0-9]*\))$/\1/p' "$WORK/rotation.log")"
+  rotation="$(sed -n 's/^gpu-rotation: combined report in \(.*\/\)\{0,1\}\([^ /]*\) (exit [0-9]*)$/\2/p' "$WORK/rotation.log")"
   [ -n "$rotation" ] || fail "the rotation wrote no combined report (see $WORK/rotation.log)"
 }
 
