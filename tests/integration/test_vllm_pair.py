@@ -69,12 +69,20 @@ def test_linear_examines_more_items_than_bisect_on_many_images(vllm_pair: VllmPa
     assert examined["a"] > 5 * examined["b"] > 0
 
 
-def test_server_without_mode_is_unproven(vllm_pair: VllmPair) -> None:
+def test_server_without_mode_is_unproven_but_identified(vllm_pair: VllmPair) -> None:
     server = vllm_pair.plain
     assert server.telemetry_dir is not None
     ask(server.url, chat_request(vllm_pair.model, images=4, words=50))
     time.sleep(2 * FLUSH_INTERVAL_S + 0.2)  # a telemetry flush would have happened
-    proof = prove_lookup(read_telemetry(server.telemetry_dir), "linear")
+    records = read_telemetry(server.telemetry_dir)
+    proof = prove_lookup(records, "linear")
     assert not proof.ok
     assert proof.proven is None
-    assert "no telemetry" in proof.detail
+    assert "ABSERVE_MM_LOOKUP unset" in proof.detail
+    # vLLM untouched, but every process said what it ran: the proof of a change that is not the lookup
+    assert {r.mode for r in records} == {None}
+    assert all(r.patched == [] and r.counters.lookup_calls == 0 for r in records)
+    api = [r for r in records if r.role == "api_server"]
+    assert api, [r.role for r in records]
+    assert api[0].vllm_version
+    assert "--served-model-name" in api[0].argv

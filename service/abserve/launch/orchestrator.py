@@ -98,8 +98,11 @@ def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console
             raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
     for name, server in servers.items():
         if config.arms[name].expected_mode is None:
-            console.print(f"arm {name} ({config.arms[name].kind}): no lookup to prove; identified by "
-                          "what its server reports it ran (vLLM version, arguments, image)")
+            kind = config.arms[name].kind
+            console.print(f"arm {name} ({kind}): [yellow]unproven[/] (no lookup to prove; its /version "
+                          "is recorded)" if kind == "external" else
+                          f"arm {name} ({kind}): no lookup to prove; identified by what its server "
+                          "reports it ran (vLLM version, arguments, image)")
             continue
         if server.telemetry_dir is None:
             raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
