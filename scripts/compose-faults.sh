@@ -37,13 +37,22 @@ fault_compose() {  # fault_compose RUN_ID ARGS...: docker compose on that run's 
   docker compose --env-file "$ENV_FILE" --env-file "$WORK/runs/$run_id/compose.env" "$@"
 }
 
+fault_config() {  # configs/cpu-compose.yaml with 48 requests per profile: under the one
+  # orchestrator its 16 requests are sent within seconds, before a fault could land mid-load
+  local config="$DERIVED/cpu-compose-faults.yaml"
+  derive_config "$config" cpu-compose-faults '
+for item in raw["load"]["profiles"]:
+    item["requests"] = 48'
+  echo "$config"
+}
+
 # run_fault STEP RUN_ID ACTION: the sign-off with ACTION (a compose command line) once
 # FAULT_AFTER exchanges are stored; sets fault_code (signoff.sh's exit) and fault_before
 # (the exchanges stored when the fault was injected).
 run_fault() {
   local step="$1" run_id="$2" action="$3" waited=0
   log "$step: sign-off $run_id; '$action' once $FAULT_AFTER exchanges are stored"
-  ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$CONFIG" > "$WORK/$run_id.log" 2>&1 &
+  ABSERVE_RUN_ID_OVERRIDE="$run_id" scripts/signoff.sh "$(fault_config)" > "$WORK/$run_id.log" 2>&1 &
   local pid=$!
   while [ "$(stored "$run_id")" -lt "$FAULT_AFTER" ]; do
     kill -0 "$pid" 2>/dev/null || fail "$step: the sign-off ended before the fault (see $WORK/$run_id.log)"

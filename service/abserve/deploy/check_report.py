@@ -72,15 +72,16 @@ def check(report: dict[str, Any], exit_code: int, expect: dict[str, str], *,
 def check_invalid(report: dict[str, Any], exit_code: int, because: str, *,
                   min_exchanges: int = 1) -> list[str]:
     """A fault case: the run must be invalid, exit 3, for a reason containing ``because``,
-    with the run completed and at least ``min_exchanges`` stored (nothing acknowledged lost)."""
+    with the run ended (completed, or interrupted: the orchestrator stops a run whose arm died)
+    and at least ``min_exchanges`` stored (nothing acknowledged lost)."""
     problems: list[str] = []
     reasons = [str(r) for r in report.get("invalid_reasons") or []]
     if report.get("verdict") != "invalid" or exit_code != EXIT_CODES["invalid"]:
         problems.append(f"verdict {report.get('verdict')!r} (exit {exit_code}), expected invalid (exit 3)")
     if not any(because in reason for reason in reasons):
         problems.append(f"no invalid reason mentions {because!r}: {reasons}")
-    if report.get("run_status") != "completed":
-        problems.append(f"run status {report.get('run_status')!r}, expected 'completed'")
+    if report.get("run_status") not in ("completed", "interrupted"):
+        problems.append(f"run status {report.get('run_status')!r}, expected it ended")
     if int(report.get("exchanges_total", 0)) < min_exchanges:
         problems.append(f"{report.get('exchanges_total')} exchanges stored, {min_exchanges} were "
                         f"acknowledged before the fault")

@@ -75,8 +75,9 @@ def test_a_fault_case_must_be_invalid_for_its_reason_and_keep_what_was_stored() 
     assert any("expected invalid" in p for p in check_invalid(report(), 2, "arm 'b'"))
     assert any("no invalid reason mentions" in p for p in check_invalid(report(**INVALID), 3, "worker"))
     assert any("acknowledged" in p for p in check_invalid(report(**INVALID), 3, "arm", min_exchanges=9))
+    assert check_invalid(report(**INVALID, run_status="interrupted"), 3, "arm") == []  # stopped: ended
     assert any("run status" in p
-               for p in check_invalid(report(**INVALID, run_status="interrupted"), 3, "arm"))
+               for p in check_invalid(report(**INVALID, run_status="running"), 3, "arm"))
 
 
 def test_main_checks_a_fault_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
