@@ -110,6 +110,31 @@ exchanges_table = Table(
 )
 
 
+ledger_table = Table(
+    "abserve_ledger",
+    metadata,
+    Column("run_id", String(128), ForeignKey("abserve_runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("recorded_at", Double, nullable=False),
+    Column("config_name", String(256), nullable=True),
+    Column("verdict", String(16), nullable=False),
+    Column("exit_code", Integer, nullable=False),
+    Column("entry", Text, nullable=False),  # abserve.ledger.entry.LedgerEntry as JSON
+    Index("ix_abserve_ledger_recorded", "recorded_at"),
+)
+
+accepted_table = Table(
+    "abserve_accepted",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(256), nullable=False),
+    Column("config_name", String(256), nullable=False),
+    Column("run_id", String(128), nullable=False),  # no foreign key: an accepted build outlives its run
+    Column("accepted_at", Double, nullable=False),
+    Column("accepted", Text, nullable=False),  # abserve.ledger.entry.AcceptedBuild as JSON
+    Index("ix_abserve_accepted_config", "config_name", "accepted_at"),
+)
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
