@@ -61,6 +61,9 @@ def _register() -> None:
     from abserve.report import commands as report_commands
 
     report_commands.register(app)
+    from abserve.ledger import site_cli as ledger_site
+
+    ledger_site.register(app)
 
 
 _register()
