@@ -73,7 +73,7 @@ def add_run(store: Store, run_id: str, started_at: float, status: str = "complet
     """A run row; ``status`` completed, running (owned by this live process) or half-written
     (running, its owner gone long ago: read as interrupted)."""
     info = RunInfo(run_id=run_id, started_at=started_at, status="running",
-                   provenance={"experiment": experiment} if experiment else {})  # type: ignore[arg-type]
+                   provenance={"experiment": experiment} if experiment else {})
     store.create_run(info)
     if status == "completed":
         store.finish_run(run_id, "completed")
@@ -127,7 +127,7 @@ def release_stream(store: Store, reports: Path, n: int = 8, config: str = "cpu-d
     """``n`` sign-offs of ``config`` an hour apart, each with a report folder; candidate
     0.32.0rc<i>; the one at ``accept_at`` accepted as ``v0.32-rc{accept_at}``; the last one
     slower (fail) with one mismatch and a flag more."""
-    made = []
+    made: list[LedgerEntry] = []
     for i in range(n):
         last = i == n - 1
         run_id = f"{config}-{time.strftime('%Y%m%d-%H%M', time.gmtime(T0 + 3600 * i))}"

@@ -28,7 +28,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def page_name(name: str) -> str:
     """A file-name-safe form of ``name``: itself when it is safe, else its safe characters and a
     short hash (two names never share one)."""
-    if name and _SAFE.fullmatch(name) is None and not name.startswith("."):
+    if name and _SAFE.search(name) is None and not name.startswith("."):
         return name
     kept = _SAFE.sub("-", name).strip("-.")[:60] or "x"
     return f"{kept}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
