@@ -9,7 +9,7 @@ that does not parse is marked ``unreadable ledger entry``. Nothing a store holds
 reader fail: only a store that cannot be opened does (``LedgerReadError``).
 
 Without ``--db`` the stores are the SQLite files under the runs folder (``runs/``: one store a
-run folder, ``runs/<id>/abserve.db``; ``abserve.report.locate.sqlite_files``) that hold an
+run folder, ``runs/<id>/abserve.db``; ``abserve.store.found.sqlite_files``) that hold an
 ``abserve_runs`` table, each checked read-only first so a file that is not a store is never
 changed; a run found in two stores is shown once.
 """
@@ -28,8 +28,8 @@ from sqlalchemy import Engine, case, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from abserve.ledger.entry import LEDGER_SCHEMA_VERSION, AcceptedBuild, LedgerEntry
-from abserve.report.locate import sqlite_files
 from abserve.store import DEFAULT_STALE_AFTER_S, Store, StoreError
+from abserve.store.found import sqlite_files
 from abserve.store.owner import Owner, effective_status
 from abserve.store.schema import accepted_table, ledger_table, runs_table
 from abserve.store.urls import shown_url
