@@ -9,9 +9,10 @@ every sign-off with a report folder of a real report's size (a report of ``repor
 its title renamed per run; ~150 KB). Timed: ``abserve ledger --db URL --out DIR`` as a process
 (interpreter start, imports, reading, copying every report, rendering) into a new folder, best
 and worst of ``--repeat``, then once more over the last site (only new reports are copied: a
-nightly job that keeps its site). Then ``index.html`` is opened in headless Chromium (``/usr/bin/chromium``) ``--repeat``
-times: DOMContentLoaded and load from the navigation timing, and the first filter (the config
-select changed, rows hidden) measured inside the page.
+nightly job that keeps its site). Then ``index.html`` is opened in headless Chromium
+(``/usr/bin/chromium``) ``--repeat`` times: first contentful paint, DOMContentLoaded and load from
+the page's timing, and the first filter (the config select changed, rows hidden, laid out)
+measured inside the page.
 
     python -m benchmarks.ledger_site [--n 1000] [--repeat 3] [--backend sqlite --backend postgresql]
 """
@@ -148,9 +149,11 @@ def run_one(backend: str, url: str, root: Path, n: int, repeat: int) -> None:
     kib, mib = index.stat().st_size / 1024, size / 2**20
     med = {k: statistics.median(v) for k, v in b.items()}
     fresh, again = cli[:-1], cli[-1]
-    print(f"  abserve ledger runs: {', '.join(f'{t:.2f} s' for t in fresh)}; again over the last {again:.2f} s")
+    runs = ", ".join(f"{t:.2f} s" for t in fresh)
+    print(f"  abserve ledger runs: {runs}; again over the last {again:.2f} s")
     print(f"{backend}: {n} sign-offs (store filled in {filled:.1f} s); abserve ledger into a new folder "
-          f"best {min(fresh):.2f} s, worst {max(fresh):.2f} s, again {again:.2f} s; index.html {kib:.0f} KiB, site {mib:.0f} MiB; "
+          f"best {min(fresh):.2f} s, worst {max(fresh):.2f} s, again {again:.2f} s; "
+          f"index.html {kib:.0f} KiB, site {mib:.0f} MiB; "
           f"Chromium (median of {repeat}) first contentful paint {med['fcp']:.3f} s, DOMContentLoaded "
           f"{med['dcl']:.3f} s (worst {max(b['dcl']):.3f}), load {med['load']:.3f} s, first filter "
           f"{med['filter'] * 1000:.1f} ms (worst {max(b['filter']) * 1000:.1f})", flush=True)
