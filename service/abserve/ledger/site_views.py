@@ -16,7 +16,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from abserve.ledger.entry import AcceptedBuild, ArmBuild, GateEffect, LedgerEntry
 from abserve.ledger.site_data import SignOff
@@ -110,6 +110,7 @@ class IndexRow:
     builds: list[str]  # the filter values it matches
     filter_verdict: str
     config_page: str | None
+    build_ids: list[int] = field(default_factory=list)  # its builds' places in ``Index.builds``
 
 
 @dataclass(frozen=True)
@@ -180,10 +181,13 @@ def index(signoffs: Sequence[SignOff], accepted: Sequence[AcceptedBuild],
         rows.append(index_row(s, path, note, names.get(s.run_id, []), page))
     links = [(c, f"config-{page_name(c)}.html", f"changed-{page_name(c)}.html", n)
              for c, n in sorted(counts.items())]
+    builds = sorted({b for r in rows for b in r.builds})
+    place = {b: i for i, b in enumerate(builds)}
+    rows = [replace(r, build_ids=[place[b] for b in r.builds]) for r in rows]
     return Index(
         rows=rows,
         configs=sorted({r.config for r in rows}),
-        builds=sorted({b for r in rows for b in r.builds}),
+        builds=builds,
         verdicts=sorted({r.filter_verdict for r in rows}),
         config_links=links,
     )

@@ -80,6 +80,9 @@ def test_index_rows_links_marks_and_filter_choices() -> None:
     assert first.filter_verdict == "pass"
     assert first.effects == ["tpot.hl +0.2 ms [-0.1, +0.5] pass"]
     assert first.builds == ["vLLM 0.31.0", "vLLM 0.33.0 · img:2"]
+    assert ix.builds == first.builds
+    assert first.build_ids == [0, 1]
+    assert live.build_ids == []
     assert first.config_page == "config-cpu-default.html"
     assert (live.report, live.mark, live.filter_verdict) == (None, "running", "running")
     assert half.config_page is None  # no sign-off of "other" has an entry: no page for it
