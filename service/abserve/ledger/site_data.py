@@ -53,6 +53,7 @@ class SignOff:
     exit_code: int | None
     entry: LedgerEntry | None = None
     mark: str | None = None  # None: a usable entry
+    report_dir: str | None = None  # where its report was written (a newer entry's too)
 
 
 @dataclass
@@ -74,19 +75,23 @@ def _no_entry_mark(status: str) -> str:
     return "no report"
 
 
-def _entry(text: str) -> tuple[LedgerEntry | None, str | None]:
-    """The entry of a ledger row, or None and the mark saying why it cannot be shown."""
+def _entry(text: str) -> tuple[LedgerEntry | None, str | None, str | None]:
+    """The entry of a ledger row, or None and the mark saying why it cannot be shown; and its
+    report folder (a newer entry's too, when it names one: its report is still linked)."""
     try:
         raw = from_json(text)
     except ValueError:
-        return None, "unreadable ledger entry"
-    version = raw.get("schema_version", LEDGER_SCHEMA_VERSION) if isinstance(raw, dict) else None
+        return None, "unreadable ledger entry", None
+    if not isinstance(raw, dict):
+        return None, "unreadable ledger entry", None
+    version, folder = raw.get("schema_version", LEDGER_SCHEMA_VERSION), raw.get("report_dir")
+    folder = folder if isinstance(folder, str) else None
     if isinstance(version, int) and version > LEDGER_SCHEMA_VERSION:
-        return None, f"written by a newer abserve (ledger entry version {version})"
+        return None, f"written by a newer abserve (ledger entry version {version})", folder
     try:
-        return LedgerEntry.model_validate(raw), None
+        return LedgerEntry.model_validate(raw), None, folder
     except ValidationError:
-        return None, "unreadable ledger entry"
+        return None, "unreadable ledger entry", None
 
 
 def _experiment(provenance: str | None) -> str | None:
@@ -117,10 +122,10 @@ def read_signoffs(engine: Engine, shown: str, stale_after_s: float = DEFAULT_STA
             out.append(SignOff(r.run_id, shown, status, r.started_at, r.started_at,
                                _experiment(r.provenance), None, None, mark=_no_entry_mark(status)))
             continue
-        entry, mark = _entry(r.entry)
+        entry, mark, folder = _entry(r.entry)
         out.append(SignOff(r.run_id, shown, status, r.started_at, r.recorded_at,
                            entry.config_name if entry else r.config_name, r.verdict, r.exit_code,
-                           entry=entry, mark=mark))
+                           entry=entry, mark=mark, report_dir=folder))
     return out
 
 

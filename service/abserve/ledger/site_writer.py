@@ -50,10 +50,10 @@ def copy_reports(data: SiteData, out: Path) -> dict[str, tuple[str | None, str |
     or None and why there is none)."""
 
     def one(s: SignOff) -> tuple[str, tuple[str | None, str | None]]:
-        if s.entry is None:
+        if s.report_dir is None and s.entry is None:
             return s.run_id, (None, s.mark)
         folder = page_name(s.run_id)
-        problem = copy_report(s.run_id, s.entry.report_dir, out / "runs" / folder)
+        problem = copy_report(s.run_id, s.report_dir, out / "runs" / folder)
         return s.run_id, ((f"runs/{folder}/report.html", None) if problem is None else (None, problem))
 
     with ThreadPoolExecutor(COPY_THREADS) as pool:  # file I/O: threads wait on the disk, not the GIL

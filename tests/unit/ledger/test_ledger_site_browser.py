@@ -40,7 +40,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ls.add_run(st, "live", ls.T0 + 2e5 + 1, "running", experiment="cpu-default")
         ls.add_run(st, "bare", ls.T0 + 2e5 + 2, experiment="cpu-default")
         ls.add_run(st, "newer", ls.T0 + 2e5 + 3)
-        ls.add_entry_row(st, ls.entry("newer", t=ls.T0 + 2e5 + 3), text='{"schema_version": 9}')
+        newer = ls.write_fake_report(root / "reports" / "newer", "newer")
+        ls.add_entry_row(st, ls.entry("newer", t=ls.T0 + 2e5 + 3),
+                         text=f'{{"schema_version": 9, "report_dir": "{newer}"}}')
         data = read_site(db, root / "runs")
     write_site(data, root / "site")
     return root / "site"

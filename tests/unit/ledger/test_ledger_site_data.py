@@ -34,7 +34,7 @@ def marked_store(tmp_path: Path) -> str:
         ls.add_run(st, "bare", ls.T0 + 40, experiment="other")
         ls.add_run(st, "newer", ls.T0 + 50)
         ls.add_entry_row(st, ls.entry("newer", t=ls.T0 + 50, verdict="fail"),
-                         text='{"schema_version": 99, "run_id": "newer", "shape": "new"}')
+                         text='{"schema_version": 99, "run_id": "newer", "report_dir": "/r/newer"}')
         ls.add_run(st, "torn", ls.T0 + 60)
         ls.add_entry_row(st, ls.entry("torn", t=ls.T0 + 60), text='{"schema_version": 1, "run_')
         with st.engine.begin() as conn:  # an accepted build a newer abserve wrote
@@ -57,6 +57,8 @@ def test_every_run_newest_first_with_its_entry_or_marked(marked_store: str) -> N
         "ok-1": (None, "cpu-default", "pass"),
     }
     assert all((s.entry is None) == (s.mark is not None) for s in data.signoffs)
+    folders = {s.run_id: s.report_dir for s in data.signoffs if s.report_dir}
+    assert folders == {"newer": "/r/newer"}  # a newer entry's report is still linked
     assert [(a.name, a.run_id) for a in data.accepted] == [("v1", "ok-2")]
     assert data.notes == [f"{marked_store}: 1 accepted build(s) written by a newer abserve left out"]
     assert data.stores == [marked_store]
