@@ -61,6 +61,7 @@ def _register() -> None:
     from abserve.report import commands as report_commands
 
     report_commands.register(app)
+    __import__("abserve.ledger.commands", fromlist=["register"]).register(app)  # abserve accept
 
 
 _register()

@@ -150,6 +150,12 @@ def check(
         "--env-file", help="With --gpu: the compose env file with the GPU placement "
                            "(ABSERVE_GPU_*; default .env if present; the shell's environment "
                            "wins, as in compose).")] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", help="The run's folder, whose store an arm `from: accepted` is read from "
+                      "(as `abserve run --out`).")] = Path("runs/latest"),
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar="ABSERVE_DATABASE_URL", show_envvar=False,
+        help="Store URL an arm `from: accepted` is read from (default: SQLite in --out).")] = None,
 ) -> None:
     """Check an experiment without starting a server: the file, every arm (interpreters and the
     environments an arm asks abserve to create, vLLM's own parser over each arm's flags,
@@ -166,14 +172,19 @@ def check(
     from abserve.launch.arm_servers import full_argv
     from abserve.launch.orchestrator import ensure_model
     from abserve.launch.rounds import preflight_report
+    from abserve.launch.run_paths import RunPaths
+    from abserve.ledger.baseline import resolve_accepted
 
     try:
-        experiment = load_experiment(config)
+        experiment = resolve_accepted(load_experiment(config), RunPaths(out, db).database_url)
         _, _, reach = preflight_report(experiment, None)  # the policy against the planned traffic
         facts = check_arms(experiment, full_argv(experiment, ensure_model(experiment)))
     except (ValueError, RuntimeError) as exc:
         typer.echo(f"check refused: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from None
+    if (accepted := experiment.accepted_baseline) is not None:
+        typer.echo(f"arm {experiment.baseline}: the build of accepted release {accepted['name']!r} "
+                   f"(run {accepted['run_id']}, arm {accepted['arm']})")
     for name, arm in experiment.arms.items():
         fact = facts[name]
         typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "

@@ -52,6 +52,7 @@ from abserve.launch.run_guard import exclusive_run, sigterm_as_interrupt
 from abserve.launch.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
+from abserve.ledger.baseline import resolve_accepted
 from abserve.provenance_records import BlockRecord
 from abserve.records import RunInfo
 from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
@@ -332,6 +333,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
     """
     try:
+        config = resolve_accepted(config, RunPaths(out, database_url).database_url)  # a: {from: accepted}
         policy, rounds, reach = preflight_report(config, budget)
     except ValueError as exc:
         raise RunRefused(str(exc)) from exc

@@ -82,6 +82,7 @@ def build_report(
 ) -> ReportPaths:
     """Judge ``run_id`` (and ``baseline_id``) from the store at ``db`` and write the report
     (under ``policy`` when given, else the one read from ``policy_path``)."""
+    from abserve.ledger.book import record_signoff
     from abserve.report import write_report
 
     policy = policy or _policy(policy_path)
@@ -89,7 +90,9 @@ def build_report(
         judgment, evidence = judge_with_evidence(store, run_id, policy)
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
     judgment.provenance["judged_by"] = judged_by()
-    return write_report(judgment, out, baseline=baseline, exchanges=evidence)
+    paths = write_report(judgment, out, baseline=baseline, exchanges=evidence)
+    record_signoff(db, judgment, out)  # the run's ledger entry; never fails the report
+    return paths
 
 
 def store_location(run_id: str, db: str | None, runs: Path) -> tuple[str, Path | None, str]:
