@@ -184,8 +184,10 @@ class ArmConfig(ServerFlags):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ArmConfig:
-        if self.from_ is not None:
-            extra = sorted(self.model_fields_set - FROM_LEDGER_KEYS)
+        if self.from_ is not None:  # a key at its default (``lookup: null`` over an extended arm) is unset
+            fields = type(self).model_fields
+            extra = sorted(k for k in self.model_fields_set - FROM_LEDGER_KEYS
+                           if getattr(self, k) != fields[k].get_default(call_default_factory=True))
             if extra:
                 raise ValueError(f"an arm 'from: {self.from_}' takes its build from the ledger; only role "
                                  f"and cpus may be set beside it, not {', '.join(extra)}")
