@@ -53,6 +53,7 @@ from abserve.launch.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
 from abserve.ledger.baseline import resolve_accepted
+from abserve.ledger.book import record_family_signoff
 from abserve.provenance_records import BlockRecord
 from abserve.records import RunInfo
 from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
@@ -416,6 +417,7 @@ def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: C
 
     if family is not None and policy is not None:
         judged = write_family_signoff(db, run_id, policy, policy_path, family, out)
+        record_family_signoff(db, run_id, judged, out)  # the ledger's entry: the family's verdict
         console.print(f"{judged.correction}")
         for name, line in judged.candidates.items():
             console.print(f"  {judged.baseline} vs {name}: {line.verdict.upper()} (alpha {line.alpha:.4g}) "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,9 @@ from abserve.ledger.entry import AcceptedBuild, ArmBuild, LedgerEntry
 from abserve.store.schema import accepted_table, ledger_table
 
 if TYPE_CHECKING:
+    from abserve.compare.family import FamilyJudgment
     from abserve.compare.model import Judgment
+    from abserve.records import RunInfo
     from abserve.store import Store
 
 log = logging.getLogger("abserve.ledger")
@@ -63,21 +65,36 @@ def record_signoff(database_url: str, judgment: Judgment, report_dir: Path | Non
     """Write the ledger entry of a report just written; never raises: a failure is one warning
     line and None (the report stands without its entry)."""
     from abserve.ledger.summary import entry_from_judgment
+
+    return _record(database_url, judgment.run_id, environ,
+                   lambda run, env, now: entry_from_judgment(judgment, run, report_dir, env, now))
+
+
+def record_family_signoff(database_url: str, run_id: str, family: FamilyJudgment, report_dir: Path | None,
+                          environ: Mapping[str, str] | None = None) -> LedgerEntry | None:
+    """``record_signoff`` of a sign-off with several candidates: the family's entry
+    (``abserve.ledger.summary.family_entry``) replaces the one each candidate's report wrote."""
+    from abserve.ledger.summary import family_entry
+
+    return _record(database_url, run_id, environ,
+                   lambda run, env, now: family_entry(family, run, report_dir, env, now))
+
+
+def _record(database_url: str, run_id: str, environ: Mapping[str, str] | None,
+            make: Callable[[RunInfo, Mapping[str, str], float], LedgerEntry]) -> LedgerEntry | None:
     from abserve.store import Store
 
     try:
         with Store.open(database_url) as store:
-            run = store.get_run(judgment.run_id)
+            run = store.get_run(run_id)
             if run is None:
-                raise LedgerError(f"no run {judgment.run_id!r} in the store")
-            entry = entry_from_judgment(judgment, run, report_dir,
-                                        os.environ if environ is None else environ, time.time())
+                raise LedgerError(f"no run {run_id!r} in the store")
+            entry = make(run, os.environ if environ is None else environ, time.time())
             record_entry(store, entry)
             return entry
     except Exception as exc:  # the report must never fail for its ledger entry
         line = " ".join(str(exc).split())[:300]
-        log.warning("ledger: the entry of run %s was not written: %s: %s", judgment.run_id,
-                    type(exc).__name__, line)
+        log.warning("ledger: the entry of run %s was not written: %s: %s", run_id, type(exc).__name__, line)
         return None
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from abserve.arms import OWNED_FLAGS
+from abserve.compare.family import FamilyJudgment
 from abserve.compare.model import Judgment
 from abserve.ledger.entry import ArmBuild, CIFacts, EqualityFacts, GateEffect, LedgerEntry, MachineFacts
 from abserve.records import ArmProvenance, RunInfo
@@ -54,6 +55,27 @@ def entry_from_judgment(judgment: Judgment, run: RunInfo, report_dir: Path | Non
     )
 
 
+def family_entry(family: FamilyJudgment, run: RunInfo, report_dir: Path | None,
+                 environ: Mapping[str, str], now: float) -> LedgerEntry:
+    """The entry of a sign-off with several candidates (``abserve.compare.family``): the family's
+    verdict, every candidate's build, and each candidate's gates named ``<arm>/<gate>``; the
+    equality of the candidate with the most mismatches."""
+    entries = {name: entry_from_judgment(family.judgments[name], run, report_dir, environ, now)
+               for name in family.candidates if name in family.judgments}
+    if not entries:
+        raise ValueError(f"run {run.run_id!r}: the family judgment holds no candidate's judgment")
+    first = next(iter(entries.values()))
+    builds = {b.name: b for b in first.arms if b.role != "candidate"}
+    builds |= {name: next(a for a in entry.arms if a.name == name) for name, entry in entries.items()}
+    gates = [g.model_copy(update={"name": f"{name}/{g.name}"})
+             for name, entry in entries.items() for g in entry.gates]
+    worst = max(entries.values(), key=lambda e: e.equality.mismatches)
+    return first.model_copy(update={
+        "verdict": family.verdict, "exit_code": family.exit_code, "reasons": list(family.reasons),
+        "arms": sorted(builds.values(), key=_arm_order),
+        "gates": sorted(gates, key=lambda g: not g.critical), "equality": worst.equality})
+
+
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -68,7 +90,12 @@ def arm_builds(judgment: Judgment, run: RunInfo) -> list[ArmBuild]:
             if build is not base:
                 mine = _flags(build.server_args) | _env_flags(run.arms.get(build.name))
                 build.flags_differ = sorted(mine - base_flags)
-    return sorted(builds, key=lambda b: (b.role != "baseline", b.role != "candidate", b.name))
+    return sorted(builds, key=_arm_order)
+
+
+def _arm_order(build: ArmBuild) -> tuple[bool, bool, str]:
+    """The baseline first, then the candidates, then the others (floors), by name."""
+    return build.role != "baseline", build.role != "candidate", build.name
 
 
 def arm_build(name: str, judgment: Judgment, run: RunInfo) -> ArmBuild:

@@ -9,11 +9,22 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
-from tests.support.records_factory import run_info
+from tests.support.records_factory import provenance, run_info
+from tests.unit.compare.test_family import POLICY as FAMILY_POLICY
+from tests.unit.compare.test_family import three_candidates
 from tests.unit.ledger.conftest import POLICY
 
 from abserve.compare import load_policy
-from abserve.ledger.book import LedgerError, accept, entry_of, latest_accepted, record_entry, record_signoff
+from abserve.compare.family import judge_family
+from abserve.ledger.book import (
+    LedgerError,
+    accept,
+    entry_of,
+    latest_accepted,
+    record_entry,
+    record_family_signoff,
+    record_signoff,
+)
 from abserve.report.commands import build_report, judge_run
 from abserve.store import Store
 from abserve.store.schema import ledger_table
@@ -106,3 +117,19 @@ def test_a_ledger_write_that_fails_is_one_warning_never_an_error(
     assert len(lines) == 2
     assert lines[0].startswith("ledger: the entry of run ghost was not written: LedgerError: no run")
     assert all("\n" not in line for line in lines)
+
+
+def test_a_family_sign_off_is_accepted_one_named_candidate_at_a_time(backend_url: str) -> None:
+    run = run_info({name: provenance("linear") for name in ("a", "b", "c", "h")}, run_id="fam")
+    run.provenance.experiment = "three"
+    family = judge_family(run, three_candidates(), FAMILY_POLICY, "a", ["b", "c", "h"], None)
+    passed = family.model_copy(update={"verdict": "pass", "exit_code": 0})
+    with Store.open(backend_url) as store:
+        store.create_run(run)
+    entry = record_family_signoff(backend_url, "fam", passed, None)
+    assert entry is not None
+    with Store.open(backend_url) as store:
+        assert entry_of(store, "fam") == entry
+        with pytest.raises(LedgerError, match=r"3 candidate arms \(b, c, h\): name one with --arm"):
+            accept(store, "fam", "v1", now=1.0)
+        assert accept(store, "fam", "v1", now=1.0, arm="h").arm == "h"

@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.support.records_factory import ab_run
+from tests.support.records_factory import ab_run, provenance, run_info
+from tests.unit.compare.test_family import POLICY as FAMILY_POLICY
+from tests.unit.compare.test_family import three_candidates
 from tests.unit.ledger.conftest import POLICY, signoff_run
 
 from abserve.compare import Judgment, judge, load_policy
+from abserve.compare.family import judge_family
 from abserve.ledger.entry import CIFacts
-from abserve.ledger.summary import ci_facts, entry_from_judgment, git_sha, split_image
+from abserve.ledger.summary import ci_facts, entry_from_judgment, family_entry, git_sha, split_image
 
 GITHUB = {"GITHUB_ACTIONS": "true", "GITHUB_SHA": "f" * 40, "GITHUB_REF": "refs/pull/482/merge",
           "GITHUB_REF_NAME": "482/merge", "GITHUB_HEAD_REF": "faster-lookup",
@@ -104,3 +107,17 @@ def test_split_image_reference_and_digest() -> None:
                                                                         "sha256:" + "0" * 64)
     assert split_image("abserve-vllm:local") == ("abserve-vllm:local", None)
     assert split_image(None) == (None, None)
+
+
+def test_a_family_entry_has_the_familys_verdict_and_every_candidate() -> None:
+    run = run_info({name: provenance("linear") for name in ("a", "b", "c", "h")})
+    family = judge_family(run, three_candidates(), FAMILY_POLICY, "a", ["b", "c", "h"], None)
+    entry = family_entry(family, run, None, {}, now=1.0)
+    assert (entry.verdict, entry.exit_code) == (family.verdict, family.exit_code) == ("fail", 1)
+    assert entry.reasons == family.reasons
+    assert [(a.name, a.role) for a in entry.arms] == [("a", "baseline"), ("b", "candidate"),
+                                                      ("c", "candidate"), ("h", "candidate")]
+    names = {g.name for g in entry.gates}
+    assert {"b/tpot.hl", "c/tpot.hl", "h/tpot.hl"} <= names
+    failing = next(g for g in entry.gates if g.name == "c/tpot.hl")
+    assert failing.outcome == "fail"
