@@ -73,5 +73,6 @@ def _find(database_url: str, config_name: str, release: str | None) -> AcceptedB
         what = f"release {release!r}" if release else "build"
         raise NoAcceptedBuild(f"no accepted {what} of config {config_name!r} in the store "
                               f"{shown_url(database_url)}: accept a passed sign-off first with "
-                              f"`abserve accept RUN_ID --as NAME`")
+                              "`abserve accept RUN_ID --as NAME` (accepted builds are kept in the "
+                              "accepted run's store: run with its --out or --db)")
     return found
