@@ -60,9 +60,11 @@ def accepted_line(accepted: AcceptedBuild) -> str:
     what += [f"image {build.image}"] if build.image else []
     what += [f"install {' '.join(build.install)}"] if build.install else []
     what += [f"git {build.git_sha[:12]}"] if build.git_sha else []
+    then = ("an arm `from: accepted` of this config now starts this build" if accepted.arm_config else
+            "its run recorded no arm configuration (an older abserve), so an arm `from: accepted` "
+            "cannot start it")
     return (f"accepted run {accepted.run_id} arm {accepted.arm} as release {accepted.name!r} of config "
-            f"{accepted.config_name!r} ({', '.join(what)}); an arm `from: accepted` of this config "
-            "now starts this build")
+            f"{accepted.config_name!r} ({', '.join(what)}); {then}")
 
 
 def register(app: typer.Typer) -> None:
