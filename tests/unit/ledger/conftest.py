@@ -10,7 +10,6 @@ import pytest
 from tests.support.records_factory import ab_run, provenance, run_info
 from tests.unit.store.conftest import BACKENDS, _url_for
 
-from abserve.compare import load_policy
 from abserve.provenance_records import HostFacts
 from abserve.records import RunInfo
 from abserve.store import Store
@@ -58,9 +57,3 @@ def signoffs(backend_url: str) -> str:
     """A store (each backend) holding the ``SIGNOFFS`` runs, not yet reported."""
     fill(backend_url)
     return backend_url
-
-
-@pytest.fixture
-def policy_path() -> Path:
-    assert load_policy(POLICY)  # the packaged default policy
-    return POLICY
