@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -31,7 +31,7 @@ from abserve.units import ms
 
 @dataclass(frozen=True)
 class ReportPaths:
-    """Where each report file was written, and the exit code of the verdict."""
+    """Where each report file was written, the exit code of the verdict and the judgment."""
 
     html: Path
     markdown: Path
@@ -39,6 +39,7 @@ class ReportPaths:
     junit: Path
     verdict: str
     exit_code: int
+    judgment: Judgment | None = field(default=None, repr=False, compare=False)
 
 
 def slug(heading: str) -> str:
@@ -213,6 +214,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         junit=out / "junit.xml",
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
+        judgment=judgment,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
