@@ -124,19 +124,20 @@ def flags_differ(args: Sequence[str], baseline: Sequence[str]) -> str:
 
 
 def arm_rows(js: Sequence[Judgment]) -> list[str]:
-    """One row per arm of the judgments (an arm judged twice, as in a family, once)."""
-    seen: dict[str, str] = {}
+    """One row per arm of the judgments; an arm judged in several (a family's baseline, or a
+    candidate that is ``other`` in its siblings' judgments) in the role it was judged in."""
+    seen: dict[str, tuple[str, str]] = {}  # name -> (role, row)
     for j in js:
         base = next((a for a in j.arms.values() if a.role == "baseline"), None)
         for name, a in j.arms.items():
-            if name in seen:
+            if name in seen and (a.role == "other" or seen[name][0] != "other"):
                 continue
             proof = (a.proven_lookup and f"proven {a.proven_lookup}") or (
                 f"NOT proven {a.expected_lookup}" if a.expected_lookup else "untouched")
             differ = ("(baseline)" if a is base else "—" if base is None
                       else flags_differ(a.server_args, base.server_args))
-            seen[name] = row(name, a.role, a.vllm_version or "unknown", proof, differ)
-    return list(seen.values())
+            seen[name] = (a.role, row(name, a.role, a.vllm_version or "unknown", proof, differ))
+    return [r for _, r in seen.values()]
 
 
 def sentence_lines(j: Judgment, base: str) -> list[str]:
@@ -166,9 +167,12 @@ GATE_HEAD = ("gate", "effect (candidate − baseline)", "interval", "allowance",
 ARM_HEAD = ("arm", "role", "vLLM", "lookup", "flags that differ from the baseline")
 
 
-def files_line(base: str, prefix: str = "") -> str:
-    names = ("report.html", "report.md", "report.json", "junit.xml")
-    return "Full report: " + " · ".join(f"[{prefix}{n}]({link(base, prefix + n)})" for n in names)
+REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
+FAMILY_FILES = REPORT_FILES[1:]  # a family's own files; each candidate's four are in vs-<candidate>/
+
+
+def files_line(base: str, names: Sequence[str] = REPORT_FILES) -> str:
+    return "Full report: " + " · ".join(f"[{n}]({link(base, n)})" for n in names)
 
 
 def run_blocks(j: Judgment, base: str) -> list[Block]:
@@ -207,7 +211,7 @@ def family_blocks(judged: FamilyJudgment, run_id: str, base: str) -> list[Block]
             Rows([], said, more),
             "**Critical gates**", Rows(list(table("candidate", *GATE_HEAD)), gates, more),
             "**Arms**", Rows(list(table(*ARM_HEAD)), arm_rows(list(judged.judgments.values())), more),
-            files_line(base)]
+            files_line(base, FAMILY_FILES)]
 
 
 def fit(blocks: Sequence[Block], limit: int = MAX_CHARS) -> str:

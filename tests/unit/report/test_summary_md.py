@@ -127,6 +127,12 @@ def test_a_family_names_each_candidate_its_sentences_and_one_gates_table() -> No
     gates = section(md, "**Critical gates**")
     assert re.search(r"^\| c \| tpot\.hl \| \+3\.0\d\d ms \|.*❌ fail \|$", gates, re.M), gates
     assert "| h | tpot.hl |" in gates
+    arms = section(md, "**Arms**")
+    assert "| a | baseline | 0.0-test | proven linear | (baseline) |" in arms
+    assert "| c | candidate |" in arms  # each candidate in its own judgment's role
+    assert "| h | candidate |" in arms
+    assert md.rstrip().endswith("Full report: [report.md](out/report.md) · [report.json](out/report.json) · "
+                                "[junit.xml](out/junit.xml)")  # a family writes no report.html at the top
     assert len(md) <= MAX_CHARS
 
 
