@@ -123,6 +123,22 @@ def test_the_nightly_config_takes_its_baseline_from_the_accepted_release() -> No
     assert nightly["arms"]["a"]["from"] == "accepted"
 
 
+def every_call() -> list[tuple[str, list[str]]]:
+    commands = [c for jobs in (github_commands(), gitlab_commands()) for cmds in jobs.values() for c in cmds]
+    return [(sub, args) for sub in ("run", "check", "report", "ledger", "accept")
+            for args in abserve_calls(commands, sub)]
+
+
+def test_every_abserve_command_the_examples_call_takes_the_options_they_pass() -> None:
+    calls = every_call()
+    assert {sub for sub, _ in calls} == {"run", "check", "ledger"}
+    for sub, args in calls:
+        done = CliRunner().invoke(app, [sub, "--help"], env={"COLUMNS": "200"})
+        assert done.exit_code == 0, f"abserve {sub}: {done.output}"
+        for option in (a for a in args if a.startswith("--")):
+            assert option in done.output, f"abserve {sub} has no {option}"
+
+
 def accepted_store(tmp_path: Path) -> str:
     """A store whose passed run ``release-1`` of config cpu-default was accepted as ``v0``
     (``abserve report``, then ``abserve accept``: the commands a release manager runs)."""
