@@ -6,8 +6,9 @@ four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclus
 marginal, 3 invalid); 4 means the report could not be made (unknown run, unreadable store or
 policy). Without ``--db`` the store holding RUN_ID is found under ``--runs`` (``runs/``);
 without ``--policy`` the policy the run was judged with is used (``abserve.report.locate``);
-the command says which store and policy it used. ``abserve plan RUN_ID`` finds its store and
-policy the same way.
+the command says which store and policy it used. ``--summary-md FILE`` also appends the first
+screen as Markdown for a CI job (``abserve.report.summary_file``). ``abserve plan RUN_ID`` finds
+its store and policy the same way.
 """
 
 from __future__ import annotations
