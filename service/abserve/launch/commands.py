@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from abserve import exit_codes
+from abserve.report.summary_file import LINK_BASE_HELP, SUMMARY_HELP, SummaryTarget, write_problem
+from abserve.report.summary_file import target as target_of
 
 
 def build_model(
@@ -50,6 +52,8 @@ def run(
     db: Annotated[str | None, typer.Option(
         "--db", envvar="ABSERVE_DATABASE_URL",
         help="Store URL (default: SQLite in --out; PostgreSQL: postgresql+psycopg://...).")] = None,
+    summary_md: Annotated[Path | None, typer.Option("--summary-md", help=SUMMARY_HELP)] = None,
+    summary_link_base: Annotated[str | None, typer.Option("--summary-link-base", help=LINK_BASE_HELP)] = None,
 ) -> None:
     """Start the arms, prove them, drive load through the router in rounds, judge, report."""
     from rich.console import Console
@@ -61,21 +65,28 @@ def run(
     from abserve.launch.run_paths import LoadStopped, RunRefused
 
     console = Console()
+    summary: SummaryTarget | None = None
+
+    def stopped(what: str, message: str, code: int) -> typer.Exit:
+        console.print(f"[bold red]{what}:[/] {message}")
+        if summary is not None:  # the CI job's summary says why there is no report
+            write_problem(summary, "run", what, message, code)
+        return typer.Exit(code)
+
     try:
+        summary = target_of(summary_md, summary_link_base)
         if target not in TARGETS:
             raise ValueError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
         limits = parse_budget(budget) if budget else None
-        code = run_experiment(load_experiment(config), config, out, console, limits,
-                              target=target, run_id=run_id, database_url=db or None)
+        code = run_experiment(load_experiment(config), config, out, console, limits, target=target,
+                              run_id=run_id, database_url=db or None, summary=summary)
     except (ValueError, RunRefused) as exc:
-        console.print(f"[bold red]run refused:[/] {exc}")
-        raise typer.Exit(exit_codes.USAGE) from exc
+        raise stopped("run refused", str(exc), exit_codes.USAGE) from exc
     except RunError as exc:
-        console.print(f"[bold red]run failed:[/] {exc}")
-        raise typer.Exit(exc.exit_code if isinstance(exc, LoadStopped) else EXIT_INVALID) from exc
+        raise stopped("run failed", str(exc),
+                      exc.exit_code if isinstance(exc, LoadStopped) else EXIT_INVALID) from exc
     except KeyboardInterrupt:
-        console.print("[bold red]interrupted[/]: every started process was stopped; the run is invalid")
-        raise typer.Exit(130) from None
+        raise stopped("interrupted", "every started process was stopped; the run is invalid", 130) from None
     raise typer.Exit(code)
 
 

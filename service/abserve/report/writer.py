@@ -1,11 +1,12 @@
 """Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
-``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
-one test case per gate (``report/junit.py``): only a pass is green; ``fail``, ``marginal``,
-``inconclusive`` and ``unstable`` are failures and ``invalid`` an error, each with its reason,
-so a CI dashboard never shows as passed what the exit code (0 pass, 1 fail, 2 inconclusive,
-marginal or unstable, 3 invalid) did not.
+``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit
+(``report/junit.py``): a ``verdict`` case, red unless the verdict is pass, then one case per
+gate: a critical gate that did not pass is a failure, ``invalid`` an error, a reported
+(non-critical) gate that did not pass is skipped, each with its reason, so a CI dashboard shows
+red or green exactly as the exit code (0 pass, 1 fail, 2 inconclusive, marginal or unstable,
+3 invalid) says.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -24,13 +25,13 @@ from markupsafe import Markup
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
 from abserve.report import capped, effect, evidence, sentences, svg, views
-from abserve.report.junit import Case, junit_suite
+from abserve.report.junit import Case, junit_suite, verdict_case
 from abserve.units import ms
 
 
 @dataclass(frozen=True)
 class ReportPaths:
-    """Where each report file was written, and the exit code of the verdict."""
+    """Where each report file was written, the exit code of the verdict and the judgment."""
 
     html: Path
     markdown: Path
@@ -38,6 +39,7 @@ class ReportPaths:
     junit: Path
     verdict: str
     exit_code: int
+    judgment: Judgment | None = field(default=None, repr=False, compare=False)
 
 
 def slug(heading: str) -> str:
@@ -164,12 +166,15 @@ def _finite_dump(value: object) -> object:
 
 
 def junit_xml(j: Judgment) -> str:
-    """One test case per gate, plus one for the run's validity (``report/junit.py``)."""
-    cases = [Case("validity", "invalid" if j.invalid_reasons else "pass",
+    """One test case for the verdict, one for the run's validity, one per gate: critical gates
+    and the verdict decide red or green, a reported gate that did not pass is skipped with its
+    reason (``report/junit.py``)."""
+    cases = [verdict_case(j.verdict, j.reasons),
+             Case("validity", "invalid" if j.invalid_reasons else "pass",
                   "; ".join(j.invalid_reasons) or "valid")]
-    if j.equality_verdict is not None:
-        cases.append(Case("equality", j.equality_verdict.outcome, j.equality_verdict.reason))
-    cases += [Case(m.name, m.outcome, m.reason) for m in j.metrics]
+    if (eq := j.equality_verdict) is not None:
+        cases.append(Case("equality", eq.outcome, eq.reason, eq.critical))
+    cases += [Case(m.name, m.outcome, m.reason, m.critical) for m in j.metrics]
     return junit_suite(f"abserve.{j.run_id}", f"abserve.{j.run_id}", cases)
 
 
@@ -209,6 +214,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         junit=out / "junit.xml",
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
+        judgment=judgment,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
