@@ -1,4 +1,5 @@
-"""Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
+"""Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``, with
+``glossary.html`` beside them (the report's terms explained, ``report/glossary.py``).
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
 ``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
@@ -23,7 +24,8 @@ from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
-from abserve.report import capped, effect, evidence, sentences, svg, views
+from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
+from abserve.report.glossary import slug
 from abserve.report.junit import Case, junit_suite
 from abserve.units import ms
 
@@ -38,12 +40,7 @@ class ReportPaths:
     junit: Path
     verdict: str
     exit_code: int
-
-
-def slug(heading: str) -> str:
-    """The anchor a Markdown renderer (GitHub's) gives a heading: lower case, words joined by -."""
-    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
-    return kept.strip().replace(" ", "-")
+    glossary: Path
 
 
 def _env() -> Environment:
@@ -63,6 +60,7 @@ def _env() -> Environment:
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
     env.filters["slug"] = slug
+    env.filters["term"] = glossary.term_link  # glossary.html#<term>, checked against the glossary
     env.filters["listed"] = capped.first
     env.filters["cut_lists"] = capped.long_lists_cut
     return env
@@ -175,7 +173,8 @@ def junit_xml(j: Judgment) -> str:
 
 def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,
                  exchanges: Mapping[str, Exchange] | None = None) -> ReportPaths:
-    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side;
+    """Write the four report files and the glossary into ``out_dir`` (created); ``baseline`` adds
+    a side-by-side;
     ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``) lets the report
     show each mismatching request's outputs side by side."""
     out = Path(out_dir)
@@ -209,6 +208,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         junit=out / "junit.xml",
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
+        glossary=out / glossary.FILE,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
@@ -222,4 +222,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         json.dump(payload, f, indent=1, sort_keys=True, allow_nan=False)
         f.write("\n")
     paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
+    title, body, _ = glossary.rendered()
+    paths.glossary.write_text(env.get_template("glossary.html.j2").render(title=title, body=body),
+                              encoding="utf-8")
     return paths
