@@ -1,5 +1,4 @@
-"""Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``, with
-``glossary.html`` beside them (the report's terms explained, ``report/glossary.py``).
+"""Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
 ``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
@@ -25,7 +24,6 @@ from markupsafe import Markup
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
 from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
-from abserve.report.glossary import slug
 from abserve.report.junit import Case, junit_suite
 from abserve.units import ms
 
@@ -38,9 +36,9 @@ class ReportPaths:
     markdown: Path
     json: Path
     junit: Path
+    glossary: Path  # glossary.html, the report's terms explained (report/glossary.py)
     verdict: str
     exit_code: int
-    glossary: Path
 
 
 def _env() -> Environment:
@@ -59,7 +57,7 @@ def _env() -> Environment:
     env.filters["cells"] = views.cells
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
-    env.filters["slug"] = slug
+    env.filters["slug"] = glossary.slug
     env.filters["term"] = glossary.term_link  # glossary.html#<term>, checked against the glossary
     env.filters["listed"] = capped.first
     env.filters["cut_lists"] = capped.long_lists_cut
@@ -174,9 +172,8 @@ def junit_xml(j: Judgment) -> str:
 def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,
                  exchanges: Mapping[str, Exchange] | None = None) -> ReportPaths:
     """Write the four report files and the glossary into ``out_dir`` (created); ``baseline`` adds
-    a side-by-side;
-    ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``) lets the report
-    show each mismatching request's outputs side by side."""
+    a side-by-side; ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``)
+    lets the report show each mismatching request's outputs side by side."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -206,9 +203,9 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         markdown=out / "report.md",
         json=out / "report.json",
         junit=out / "junit.xml",
+        glossary=out / glossary.FILE,
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
-        glossary=out / glossary.FILE,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
