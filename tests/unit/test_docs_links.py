@@ -73,5 +73,9 @@ def test_the_checker_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) 
 def test_the_docs_link_the_glossary_the_sample_report_and_the_release_workflow() -> None:
     readme = set(links(ROOT / "README.md"))
     assert {"docs/glossary.md", "docs/sample-report/report.html", "docs/release-workflow.md"} <= readme
+    sample = ROOT / "docs" / "sample-report"
     for name in ("report.html", "report.md", "report.json", "junit.xml", "glossary.html"):
-        assert (ROOT / "docs" / "sample-report" / name).is_file(), name
+        assert (sample / name).is_file(), name
+    terms = set(re.findall(r'href="glossary\.html#([^"]+)"', (sample / "report.html").read_text()))
+    assert terms  # the sample is a report of this version: its terms link its glossary ...
+    assert terms <= set(re.findall(r'\bid="([^"]+)"', (sample / "glossary.html").read_text()))  # ... and land
