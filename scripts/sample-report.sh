@@ -6,6 +6,9 @@
 # it). Any verdict is a sample (exit 0-2); an invalid run (3) or a tool error (4+) is not, and
 # leaves docs/sample-report/ as it was.
 #
+# After an edit of docs/glossary.md, `scripts/sample-report.sh --glossary` renders the sample's
+# glossary.html again, alone (seconds; tests/unit/test_docs_links.py fails until it is).
+#
 #   scripts/sample-report.sh                       # with .venv/bin/python (make setup made it)
 #   PYTHON=python3 SAMPLE_RUN_DIR=/tmp/run scripts/sample-report.sh
 set -euo pipefail
@@ -21,6 +24,12 @@ MAX_BYTES=$((1024 * 1024))  # the sample is committed: each file stays small
 log() { printf '[sample-report] %s\n' "$*"; }
 
 [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null 2>&1 || { log "no Python at $PYTHON: run make setup, or set PYTHON"; exit 4; }
+if [ "${1:-}" = "--glossary" ]; then
+  "$PYTHON" -c "import sys; from abserve.report.writer import write_glossary; print(write_glossary(sys.argv[1]))" "$DEST"
+  exit 0
+elif [ $# -gt 0 ]; then
+  log "usage: scripts/sample-report.sh [--glossary]"; exit 4
+fi
 log "abserve run $CONFIG --out $RUN_DIR"
 code=0
 "$PYTHON" -m abserve run "$CONFIG" --out "$RUN_DIR" || code=$?

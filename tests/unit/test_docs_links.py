@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from abserve.report.glossary import slug
+from abserve.report.writer import write_glossary
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -70,12 +71,14 @@ def test_the_checker_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) 
                             "other.md#nope: no heading #nope in " + str(other.resolve())]
 
 
-def test_the_docs_link_the_glossary_the_sample_report_and_the_release_workflow() -> None:
+def test_the_docs_link_the_glossary_the_sample_report_and_the_release_workflow(tmp_path: Path) -> None:
     readme = set(links(ROOT / "README.md"))
     assert {"docs/glossary.md", "docs/sample-report/report.html", "docs/release-workflow.md"} <= readme
     sample = ROOT / "docs" / "sample-report"
     for name in ("report.html", "report.md", "report.json", "junit.xml", "glossary.html"):
         assert (sample / name).is_file(), name
+    assert (sample / "glossary.html").read_text() == write_glossary(tmp_path).read_text(), (
+        "docs/sample-report/glossary.html is not docs/glossary.md's: run scripts/sample-report.sh --glossary")
     terms = set(re.findall(r'href="glossary\.html#([^"]+)"', (sample / "report.html").read_text()))
     assert terms  # the sample is a report of this version: its terms link its glossary ...
     assert terms <= set(re.findall(r'\bid="([^"]+)"', (sample / "glossary.html").read_text()))  # ... and land

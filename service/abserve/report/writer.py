@@ -219,7 +219,14 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         json.dump(payload, f, indent=1, sort_keys=True, allow_nan=False)
         f.write("\n")
     paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
-    title, body, _ = glossary.rendered()
-    paths.glossary.write_text(env.get_template("glossary.html.j2").render(title=title, body=body),
-                              encoding="utf-8")
+    write_glossary(out, env)
     return paths
+
+
+def write_glossary(out_dir: str | Path, env: Environment | None = None) -> Path:
+    """Write ``glossary.html`` (the report's terms, from ``docs/glossary.md``) into ``out_dir``."""
+    title, body, _ = glossary.rendered()
+    path = Path(out_dir) / glossary.FILE
+    path.write_text((env or _env()).get_template("glossary.html.j2").render(title=title, body=body),
+                    encoding="utf-8")
+    return path
