@@ -40,8 +40,8 @@ print("\n".join(p["project"]["optional-dependencies"]["service"] + ["setuptools"
     mkdir -p /runs /reports; \
     chown abserve:abserve /runs /reports
 COPY service /app/service
-# The report's glossary (service/abserve/report/glossary.md is a symlink to it): every report
-# writes glossary.html beside it.
+# The reports' glossary (service/abserve/report/templates/glossary.md links to it): every
+# report writes glossary.html beside it.
 COPY docs/glossary.md /app/docs/glossary.md
 # abserve itself, against the dependencies above, installed in place (editable): abserve finds
 # its traffic profiles beside its sources (configs/traffic), which a copy into site-packages

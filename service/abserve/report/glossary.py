@@ -1,8 +1,8 @@
 """The glossary of the report's terms, as the ``glossary.html`` written beside every report.
 
 One source: ``docs/glossary.md`` in the repository, which is the package file
-``abserve/report/glossary.md`` (a symlink in the checkout, copied into the wheel, as
-``abserve/_configs`` is). It reads on GitHub as it is; here it is rendered to HTML with
+``abserve/report/templates/glossary.md`` (a symlink in the checkout, copied into the wheel with
+the templates, as ``abserve/_configs`` is). It reads on GitHub as it is; here it is rendered to HTML with
 markdown-it-py (CommonMark and tables, raw HTML off) and each heading gets the anchor GitHub
 gives it (``slug``), so ``glossary.html#hl`` and ``docs/glossary.md#hl`` name the same term
 and the report links its terms with ``term_link``. Pure but for reading the packaged file.
@@ -27,7 +27,7 @@ def slug(heading: str) -> str:
 
 def source() -> str:
     """The glossary's Markdown, as packaged."""
-    return files("abserve.report").joinpath("glossary.md").read_text(encoding="utf-8")
+    return files("abserve.report").joinpath("templates", "glossary.md").read_text(encoding="utf-8")
 
 
 @cache

@@ -41,7 +41,7 @@ def ids(html: str) -> set[str]:
 
 
 def test_the_packaged_glossary_is_the_docs_page() -> None:
-    packaged = files("abserve.report").joinpath("glossary.md")
+    packaged = files("abserve.report").joinpath("templates", "glossary.md")
     assert packaged.read_text(encoding="utf-8") == SOURCE.read_text(encoding="utf-8")
 
 

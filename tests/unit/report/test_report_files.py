@@ -1,5 +1,4 @@
-"""Report files: all five written (the four and the glossary), strict JSON that round-trips, JUnit
-per gate, escaped HTML."""
+"""Report files: all four written, strict JSON that round-trips, JUnit per gate, escaped HTML."""
 
 from __future__ import annotations
 
