@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
-from abserve.report import capped, effect, evidence, sentences, svg, views
+from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
 from abserve.report.junit import Case, junit_suite, verdict_case
 from abserve.units import ms
 
@@ -37,15 +37,10 @@ class ReportPaths:
     markdown: Path
     json: Path
     junit: Path
+    glossary: Path  # glossary.html, the report's terms explained (report/glossary.py)
     verdict: str
     exit_code: int
     judgment: Judgment | None = field(default=None, repr=False, compare=False)
-
-
-def slug(heading: str) -> str:
-    """The anchor a Markdown renderer (GitHub's) gives a heading: lower case, words joined by -."""
-    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
-    return kept.strip().replace(" ", "-")
 
 
 def _env() -> Environment:
@@ -64,7 +59,8 @@ def _env() -> Environment:
     env.filters["cells"] = views.cells
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
-    env.filters["slug"] = slug
+    env.filters["slug"] = glossary.slug
+    env.filters["term"] = glossary.term_link  # glossary.html#<term>, checked against the glossary
     env.filters["listed"] = capped.first
     env.filters["cut_lists"] = capped.long_lists_cut
     return env
@@ -180,9 +176,9 @@ def junit_xml(j: Judgment) -> str:
 
 def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,
                  exchanges: Mapping[str, Exchange] | None = None) -> ReportPaths:
-    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side;
-    ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``) lets the report
-    show each mismatching request's outputs side by side."""
+    """Write the four report files and the glossary into ``out_dir`` (created); ``baseline`` adds
+    a side-by-side; ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``)
+    lets the report show each mismatching request's outputs side by side."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -212,6 +208,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         markdown=out / "report.md",
         json=out / "report.json",
         junit=out / "junit.xml",
+        glossary=out / glossary.FILE,
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
         judgment=judgment,
@@ -228,4 +225,14 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         json.dump(payload, f, indent=1, sort_keys=True, allow_nan=False)
         f.write("\n")
     paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
+    write_glossary(out, env)
     return paths
+
+
+def write_glossary(out_dir: str | Path, env: Environment | None = None) -> Path:
+    """Write ``glossary.html`` (the report's terms, from ``docs/glossary.md``) into ``out_dir``."""
+    title, body, _ = glossary.rendered()
+    path = Path(out_dir) / glossary.FILE
+    path.write_text((env or _env()).get_template("glossary.html.j2").render(title=title, body=body),
+                    encoding="utf-8")
+    return path

@@ -21,10 +21,10 @@ def judged(**kw: object) -> Judgment:
     return judge(run_info(), ab_run(60, **kw), Policy())  # type: ignore[arg-type]
 
 
-def test_all_four_files_and_strict_round_trippable_json(tmp_path: Path) -> None:
+def test_all_five_files_and_strict_round_trippable_json(tmp_path: Path) -> None:
     j = judged(candidate_tokens={4: SWAP})
     paths = write_report(j, tmp_path / "out")
-    for p in (paths.html, paths.markdown, paths.json, paths.junit):
+    for p in (paths.html, paths.markdown, paths.json, paths.junit, paths.glossary):
         assert p.is_file()
         assert p.stat().st_size > 200
     text = paths.json.read_text()
@@ -108,8 +108,11 @@ def test_html_needs_no_network(tmp_path: Path) -> None:
     html = write_report(judged(), tmp_path).html.read_text()
     urls = set(re.findall(r"""(?:src|href)=["']([^"']+)""", html))
     anchors = {u for u in urls if u.startswith("#")}  # links to the evidence on the same page
-    assert urls - anchors <= {"data:,"}
+    terms = {u for u in urls if u.startswith("glossary.html")}  # the glossary written beside it
+    assert urls - anchors - terms <= {"data:,"}
     assert all(f'id="{a[1:]}"' in html for a in anchors)  # each link lands on an element
+    glossary = (tmp_path / "glossary.html").read_text()
+    assert all(f'id="{t.partition("#")[2]}"' in glossary for t in terms if "#" in t)
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)
     assert "<script" not in html
 
