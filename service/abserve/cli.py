@@ -61,9 +61,8 @@ def _register() -> None:
     from abserve.report import commands as report_commands
 
     report_commands.register(app)
-    from abserve.ledger import site_cli as ledger_site
-
-    ledger_site.register(app)
+    __import__("abserve.ledger.commands", fromlist=["register"]).register(app)  # abserve accept
+    __import__("abserve.ledger.site_cli", fromlist=["register"]).register(app)  # abserve ledger
 
 
 _register()
