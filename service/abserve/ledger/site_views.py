@@ -133,9 +133,12 @@ def _ci(e: LedgerEntry) -> str:
     return " · ".join(b for b in bits if b)
 
 
-def _requests(e: LedgerEntry) -> str:
+def requests_text(e: LedgerEntry) -> str:
+    """``480 judged in 10.0 min`` (hours past two; no duration when unknown)."""
     d = e.duration_s
-    dur = f" in {d / 60:.1f} min" if d is not None and math.isfinite(d) else ""
+    if d is None or not math.isfinite(d) or d < 0:
+        return f"{e.requests:,} judged"
+    dur = f" in {d / 60:.1f} min" if d < 7200 else f" in {d / 3600:,.1f} h"
     return f"{e.requests:,} judged{dur}"
 
 
@@ -158,7 +161,7 @@ def index_row(s: SignOff, report: str | None, report_note: str | None,
         candidate=build_label(cand) if cand else "", baseline=build_label(base) if base else "",
         flags=" ".join(cand.flags_differ) if cand else "",
         effects=[effect_text(g) for g in e.gates if g.critical] if e else [],
-        equality=equality_text(e) if e else "", requests=_requests(e) if e else "",
+        equality=equality_text(e) if e else "", requests=requests_text(e) if e else "",
         ci=_ci(e) if e else "", pipeline_url=e.ci.pipeline_url if e else None,
         accepted_as=list(accepted_as), builds=builds, filter_verdict=filter_verdict(s),
         config_page=config_page,

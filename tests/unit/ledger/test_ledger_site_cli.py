@@ -9,6 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 from tests.support import ledger_site as ls
+from tests.unit.ledger.conftest import POLICY, fill
 from typer.testing import CliRunner
 
 from abserve.cli import app
@@ -23,9 +24,10 @@ def invoke(*args: str) -> tuple[int, str]:
 
 
 def local_links(page: Path) -> list[str]:
-    """The hrefs of a page that point into the site (not a URL with a scheme, not in-page)."""
+    """The files a page links to in the site (not a URL with a scheme, not in-page), without
+    their fragments."""
     hrefs = HREF.findall(page.read_text())
-    return [h for h in hrefs if not re.match(r"^[a-z]+:", h) and not h.startswith("#")]
+    return [h.split("#")[0] for h in hrefs if not re.match(r"^[a-z]+:", h) and not h.startswith("#")]
 
 
 @pytest.fixture
@@ -77,3 +79,28 @@ def test_an_unreadable_store_exits_4_with_one_line(tmp_path: Path, db: str) -> N
     assert text.count("\n") == 1
     assert text.startswith("abserve ledger: ")
     assert not (tmp_path / "site").exists()
+
+
+def test_the_site_of_reports_and_an_accept_written_by_abserve_itself(tmp_path: Path) -> None:
+    """The ledger as ``abserve report`` and ``abserve accept`` leave it: real reports (with their
+    glossary beside them) are copied and linked, the accepted release named on its pages."""
+    url = f"sqlite:///{tmp_path / 'runs' / 'latest' / 'abserve.db'}"
+    fill(url)
+    for run_id, code in (("good", 0), ("slow", 1)):
+        rc, text = invoke("report", run_id, "--db", url, "--out", str(tmp_path / run_id),
+                          "--policy", str(POLICY))
+        assert rc == code, text
+    assert invoke("accept", "good", "--as", "v0.8.0", "--db", url)[0] == 0
+    rc, text = invoke("ledger", "--db", url, "--out", str(tmp_path / "site"))
+    assert rc == 0, text
+    site = tmp_path / "site"
+    assert "2 sign-off(s) from 1 store(s), 0 marked, 1 config(s), 2 report(s) copied" in text
+    for run_id in ("good", "slow"):
+        assert {p.name for p in (site / "runs" / run_id).iterdir()} >= {
+            "report.html", "report.md", "report.json", "junit.xml", "glossary.html"}
+    for page in [*site.glob("*.html"), *site.glob("runs/*/report.html")]:
+        for href in local_links(page):
+            assert (page.parent / unquote(href)).is_file(), f"{page}: {href}"
+    changed = (site / "changed-nightly.html").read_text()
+    assert "v0.8.0" in changed
+    assert "latest (slow)" in changed

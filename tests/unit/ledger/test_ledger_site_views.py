@@ -18,6 +18,7 @@ from abserve.ledger.site_views import (
     effect_text,
     index,
     page_name,
+    requests_text,
     unit_of,
 )
 
@@ -79,6 +80,7 @@ def test_index_rows_links_marks_and_filter_choices() -> None:
     assert first.verdict == "pass"
     assert first.filter_verdict == "pass"
     assert first.effects == ["tpot.hl +0.2 ms [-0.1, +0.5] pass"]
+    assert first.requests == "480 judged in 10.0 min"
     assert first.builds == ["vLLM 0.31.0", "vLLM 0.33.0 · img:2"]
     assert ix.builds == first.builds
     assert first.build_ids == [0, 1]
@@ -188,3 +190,9 @@ def test_copy_report_refuses_a_missing_or_replaced_report(tmp_path: Path) -> Non
     assert copy_report("r1", None, tmp_path / "d3") == "no report folder recorded"
     assert not (tmp_path / "d1").exists()
     assert not (tmp_path / "d2").exists()
+
+
+def test_requests_and_duration_in_minutes_or_hours() -> None:
+    e = ls.entry("r")
+    assert requests_text(e.model_copy(update={"duration_s": 3 * 3600.0})) == "480 judged in 3.0 h"
+    assert requests_text(e.model_copy(update={"duration_s": None})) == "480 judged"
