@@ -69,8 +69,9 @@ def fill(url: str, n: int, reports: Path, template: tuple[Path, str]) -> None:
             dest = reports / run_id
             dest.mkdir(parents=True)
             (dest / "report.html").write_text(html.replace(title, f"<title>abserve {run_id}:", 1))
-            for name in ("report.md", "report.json", "junit.xml"):
-                os.link(folder / name, dest / name)
+            for other in folder.iterdir():  # report.md, report.json, junit.xml, glossary.html
+                if other.name != "report.html":
+                    os.link(other, dest / other.name)
             cand = ls.arm("b", "candidate", f"0.3{i % 5}.0", image=f"vllm/vllm-openai:n{i // 40}",
                           sha=f"{i:040x}", args=("--max-num-seqs", str(8 + i % 3)))
             e = ls.entry(run_id, config, t=ls.T0 + 600 * i, verdict="fail" if i % 17 == 0 else "pass",
