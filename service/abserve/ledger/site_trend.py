@@ -89,8 +89,10 @@ def _gate(s: SignOff, name: str) -> GateEffect | None:
     return next((g for g in s.entry.gates if g.name == name), None) if s.entry else None
 
 
-def trend(name: str, signoffs: Sequence[SignOff]) -> Trend:
-    """The trend of gate ``name`` across ``signoffs`` (newest first, as the site holds them)."""
+def trend(name: str, signoffs: Sequence[SignOff],
+          accepted_as: Mapping[str, list[str]] | None = None) -> Trend:
+    """The trend of gate ``name`` across ``signoffs`` (newest first, as the site holds them); the
+    caption names the points that are accepted releases (``accepted_as``: run id -> names)."""
     measured = [(s, g) for s in reversed(signoffs)
                 if (g := _gate(s, name)) is not None and _finite(g.estimate, g.low, g.high)]
     if not measured:
@@ -99,8 +101,11 @@ def trend(name: str, signoffs: Sequence[SignOff]) -> Trend:
     unit, f = unit_of([v for _, g in measured for v in (g.estimate, g.low, g.high, g.threshold)])
     allowance = (f"allowance {signed(newest.threshold, f)} {unit}" if _finite(newest.threshold)
                  else "no allowance")
+    names = accepted_as or {}
+    releases = [f"{n} is #{i + 1}" for i, (s, _) in enumerate(measured) for n in names.get(s.run_id, [])]
     caption = (f"{len(measured)} sign-off(s) measured it; newest {measured[-1][0].run_id}: "
-               f"{effect_text(newest)}; {allowance}.")
+               f"{effect_text(newest)}; {allowance}."
+               + (f" Accepted: {', '.join(releases)}." if releases else ""))
     if len(measured) < 2:
         return Trend(name, None, caption,
                      f"{name}: one sign-off so far, no trend to draw: {effect_text(newest)}.")
@@ -165,7 +170,7 @@ def config_page(config: str, signoffs: Sequence[SignOff], accepted: Sequence[Acc
     return ConfigPage(
         config=config, count=len(signoffs), verdicts=sorted(verdicts.items()),
         accepted=next((a for a in accepted if a.config_name == config), None),
-        trends=[trend(g, signoffs) for g in gates], equality_chart=equality_chart(signoffs),
+        trends=[trend(g, signoffs, names) for g in gates], equality_chart=equality_chart(signoffs),
         rows=rows, left_out=max(0, len(signoffs) - MAX_TABLE_ROWS), changed_page=changed_page,
         gates=gates,
     )

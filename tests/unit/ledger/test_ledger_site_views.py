@@ -99,12 +99,13 @@ def test_by_config_keeps_only_entries_newest_first() -> None:
 
 
 def test_trend_draws_every_signoff_oldest_first_with_the_allowance() -> None:
-    t = trend("tpot.hl", stream(5))
+    t = trend("tpot.hl", stream(5), {"r1": ["v1"]})
     assert t.chart is not None
     assert t.chart.count("<circle") == 5
     assert "allowance +1 ms" in t.chart
     assert "sign-off #5: 0.4 [0.2, 0.6]" in t.chart
     assert t.caption.startswith("5 sign-off(s) measured it; newest r4: tpot.hl +0.4 ms")
+    assert t.caption.endswith("allowance +1 ms. Accepted: v1 is #2.")
 
 
 def test_trend_of_one_signoff_or_none_is_a_note_not_an_empty_chart() -> None:
