@@ -26,6 +26,7 @@ from typing import Any
 
 import ijson
 
+from abserve.saved.events import READ_ERRORS
 from abserve.saved.keys import body_key, tpot
 from abserve.saved.lookahead import Lookahead
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
@@ -137,6 +138,7 @@ def _outputs(path: Path) -> Iterator[tuple[Turn, str | None]]:
 
 def read(path: Path, source: str) -> SavedRun:
     """The run in an AIPerf ``profile_export.jsonl`` (and the files beside it)."""
+    check_complete(path, source)
     header = _header(source, summary_beside(path))
     inputs, outputs = path.with_name("inputs.json"), path.with_name("outputs.json")
     prompts = Lookahead(_inputs(inputs)) if inputs.is_file() else None
@@ -144,29 +146,54 @@ def read(path: Path, source: str) -> SavedRun:
     return SavedRun(header, _requests(path, source, prompts, texts))
 
 
+def _last_line(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(max(path.stat().st_size - (1 << 20), 0))
+        lines = f.read().rstrip().splitlines()
+    return lines[-1] if lines else b""
+
+
+def check_complete(path: Path, source: str) -> None:
+    """Refuse an export whose last line is cut off (AIPerf stopped while writing it)."""
+    try:
+        json.loads(_last_line(path))
+    except ValueError:
+        raise SavedRunError(f"{source}: its last line is not complete JSON (a truncated export)") from None
+
+
 def _requests(path: Path, source: str, prompts: Lookahead[Turn, str | None] | None,
               texts: Lookahead[Turn, str | None] | None) -> Iterator[SavedRequest]:
     seen = 0
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                raise SavedRunError(f"{source}: line {number} is not JSON (a truncated export?)") from None
-            if not is_record(doc):
-                raise SavedRunError(f"{source}: line {number} is not an AIPerf record")
-            meta = doc["metadata"]
-            if meta.get("benchmark_phase", "profiling") != "profiling":
-                continue
-            turn = (str(meta.get("conversation_id")), int(meta.get("turn_index") or 0))
-            key = prompts.take(turn) if prompts else None
-            text = texts.take(turn) if texts else None
-            seen += 1
-            yield _request(doc, key, text)
+    try:
+        with open(path, "rb") as f:
+            for number, line in enumerate(f, start=1):
+                doc = _record(line, number, source)
+                if doc is None or doc["metadata"].get("benchmark_phase", "profiling") != "profiling":
+                    continue
+                meta = doc["metadata"]
+                turn = (str(meta.get("conversation_id")), int(meta.get("turn_index") or 0))
+                key = prompts.take(turn) if prompts else None
+                text = texts.take(turn) if texts else None
+                seen += 1
+                yield _request(doc, key, text)
+    except SavedRunError:
+        raise
+    except READ_ERRORS as exc:  # inputs.json or outputs.json beside it damaged
+        raise SavedRunError(f"{source}: a file beside it is unreadable ({exc})") from None
     if seen == 0:
         raise SavedRunError(f"{source}: an AIPerf export with no profiling records")
+
+
+def _record(line: bytes, number: int, source: str) -> dict[str, Any] | None:
+    if not line.strip():
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        raise SavedRunError(f"{source}: line {number} is not JSON (a damaged export)") from None
+    if not is_record(doc):
+        raise SavedRunError(f"{source}: line {number} is not an AIPerf per-request record")
+    return doc
 
 
 def _request(doc: dict[str, Any], key: str | None, text: str | None) -> SavedRequest:

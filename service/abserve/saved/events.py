@@ -16,6 +16,9 @@ import ijson
 import yaml
 
 Event = tuple[str, str, Any]
+#: What reading a damaged JSON or YAML file can raise (UnicodeDecodeError is a ValueError;
+#: IndexError: events out of the order a valid document gives).
+READ_ERRORS: tuple[type[Exception], ...] = (ValueError, ijson.JSONError, yaml.YAMLError, OSError, IndexError)
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCT = yaml.SafeLoader(" ")  # resolves and constructs plain scalars
 _RESOLVER = yaml.resolver.Resolver()

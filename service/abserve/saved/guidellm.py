@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from abserve.saved.events import Event, json_events, objects_at, yaml_events
+from abserve.saved.events import READ_ERRORS, Event, json_events, objects_at, yaml_events
 from abserve.saved.keys import body_key, prompt_key, tpot
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
 
@@ -102,7 +102,7 @@ def read(path: Path, source: str, is_yaml: bool, pick: int | None = None) -> Sav
     events = _opener(path, is_yaml)
     try:
         benches, model = _survey(events())
-    except (ValueError, IndexError, OSError) as exc:
+    except READ_ERRORS as exc:
         raise SavedRunError(f"{source}: not a readable GuideLLM report ({_reason(exc)})") from None
     if not benches:
         raise SavedRunError(f"{source}: a GuideLLM report with no benchmarks")
@@ -144,7 +144,7 @@ def _requests(events: Callable[[], Iterator[Event]], index: int, source: str) ->
     try:
         for prefix, stats in objects_at(_only(events(), index), REQUESTS):
             yield _request(stats, prefix.split(".")[-2])
-    except (ValueError, OSError) as exc:
+    except READ_ERRORS as exc:
         raise SavedRunError(f"{source}: unreadable ({_reason(exc)})") from None
 
 

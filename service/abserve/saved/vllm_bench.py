@@ -23,6 +23,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from abserve.saved.events import READ_ERRORS
 from abserve.saved.jsonscan import LayoutError, Span, scan_keys, stream_array, top_level
 from abserve.saved.keys import tpot
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
@@ -91,7 +92,7 @@ def _requests(source: str, columns: dict[str, Iterator[Any] | None]) -> Iterator
             n += 1
     except SavedRunError:
         raise
-    except Exception as exc:  # ijson's parse errors: a file damaged inside a column
+    except READ_ERRORS as exc:  # a file damaged inside a column
         raise SavedRunError(f"{source}: unreadable after {n} requests ({exc})") from None
 
 
