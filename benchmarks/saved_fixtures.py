@@ -27,9 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "service"))
 sys.path.insert(0, str(REPO))
 
+from tests.support.by_hand import VLLM_BENCH  # noqa: E402
+
 from abserve.launch.server import OFFLINE_ENV, ServerSpec, VllmServer  # noqa: E402
 from abserve.launch.tiny_model import ensure_tiny_model  # noqa: E402
-from tests.support.by_hand import VLLM_BENCH  # noqa: E402
 
 MODEL = "tiny-llava"
 # AIPerf loads a local tokenizer only with the hub reachable or not marked offline: in offline

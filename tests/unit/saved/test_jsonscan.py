@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,9 @@ from abserve.saved import jsonscan
 from abserve.saved.jsonscan import LayoutError, scan_keys, stream_array, top_level
 
 
-def _write(tmp_path: Path, doc: dict[str, object], **kw: object) -> Path:
+def _write(tmp_path: Path, doc: Any, indent: int | None = None) -> Path:
     path = tmp_path / "doc.json"
-    path.write_text(json.dumps(doc, **kw))  # type: ignore[arg-type]
+    path.write_text(json.dumps(doc, indent=indent))
     return path
 
 
@@ -33,7 +34,8 @@ def test_keys_inside_strings_are_not_keys(tmp_path: Path, indent: int | None) ->
 def test_large_values_are_streamed_not_parsed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonscan, "SMALL", 64)
     itls = [[i * 0.5, i * 0.25] for i in range(50)]
-    path = _write(tmp_path, {"n": 50, "texts": [f"t{i} \"q\" ]," for i in range(50)], "itls": itls, "end": 1.5})
+    texts = [f"t{i} \"q\" ]," for i in range(50)]
+    path = _write(tmp_path, {"n": 50, "texts": texts, "itls": itls, "end": 1.5})
     small, large = top_level(path, scan_keys(path))
     assert small == {"n": 50, "end": 1.5}
     assert set(large) == {"texts", "itls"}
@@ -48,7 +50,8 @@ def test_a_cut_file_is_refused(tmp_path: Path) -> None:
         scan_keys(path)
 
 
-def test_a_large_value_that_is_not_an_array_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_value_that_is_not_an_array_is_refused(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonscan, "SMALL", 16)
     path = _write(tmp_path, {"meta": {"k1": "v" * 40, "k2": 1}, "x": 1})
     with pytest.raises(LayoutError, match="meta"):

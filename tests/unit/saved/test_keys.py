@@ -40,7 +40,8 @@ def test_a_part_vllm_refuses_counts_as_neither_text_nor_image() -> None:
 
 
 @pytest.mark.parametrize(("e2e", "ttft", "n", "want"), [
-    (1.0, 0.1, 10, 0.1), (1.0, 0.1, 1, None), (None, 0.1, 5, None), (1.0, None, 5, None), (1.0, 0.1, None, None)])
+    (1.0, 0.1, 10, 0.1), (1.0, 0.1, 1, None), (None, 0.1, 5, None), (1.0, None, 5, None),
+    (1.0, 0.1, None, None)])
 def test_tpot(e2e: float | None, ttft: float | None, n: int | None, want: float | None) -> None:
     got = tpot(e2e, ttft, n)
     assert got == pytest.approx(want) if want is not None else got is None

@@ -107,7 +107,7 @@ def test_a_column_shorter_than_the_others_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "short.json"
     path.write_text(json.dumps(doc))
     run = vllm_bench.read(path, "short.json")
-    with pytest.raises(SavedRunError, match="short.json: column ttfts ends after 15 requests"):
+    with pytest.raises(SavedRunError, match=r"short\.json: column ttfts ends after 15 requests"):
         list(run.requests)
 
 
@@ -117,7 +117,7 @@ def test_damage_inside_a_streamed_column_is_refused(tmp_path: Path, monkeypatch:
     at = text.index('"itls": [') + 400
     path = tmp_path / "damaged.json"
     path.write_text(text[:at] + "]]x[[" + text[at:])
-    with pytest.raises(SavedRunError, match="damaged.json: "):
+    with pytest.raises(SavedRunError, match=r"damaged\.json: "):
         list(vllm_bench.read(path, "damaged.json").requests)
 
 
