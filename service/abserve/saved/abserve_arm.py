@@ -69,35 +69,33 @@ def read(source: str, db: str | None, runs: Path = Path("runs")) -> SavedRun:
     run_id, arm = parts
     url = store_url(run_id, db, runs, source)
     try:
-        store = Store.open(url)
-        run = store.get_run(run_id)
+        with Store.open(url) as store:
+            run = store.get_run(run_id)
+            count = store.count_exchanges(run_id) if run is not None else 0
     except StoreError as exc:
         raise SavedRunError(f"{source}: the store cannot be read ({exc})") from None
     if run is None:
-        store.close()
         raise SavedRunError(f"{source}: no run {run_id!r} in the store")
     if run.arms and arm not in run.arms:
-        store.close()
         raise SavedRunError(f"{source}: run {run_id!r} has no arm {arm!r} (its arms: "
                             f"{', '.join(sorted(run.arms))})")
-    if store.count_exchanges(run_id) == 0:
-        store.close()
+    if count == 0:
         raise SavedRunError(f"{source}: run {run_id!r} recorded no exchanges")
     header = SavedRunHeader(tool="abserve", source=source, model=_model(run, arm), started_at=run.started_at,
                             duration_s=None if run.ended_at is None else run.ended_at - run.started_at)
-    return SavedRun(header, _requests(store, run_id, arm, source))
+    return SavedRun(header, _requests(url, run_id, arm, source))
 
 
-def _requests(store: Store, run_id: str, arm: str, source: str) -> Iterator[SavedRequest]:
+def _requests(url: str, run_id: str, arm: str, source: str) -> Iterator[SavedRequest]:
+    """The arm's requests, page by page from a store opened for this pass alone."""
     try:
-        for raw in store.iter_raw_exchanges(run_id):
-            columns = raw.arms.get(arm)
-            if columns is not None:
-                yield _request(raw, columns)
+        with Store.open(url) as store:
+            for raw in store.iter_raw_exchanges(run_id):
+                columns = raw.arms.get(arm)
+                if columns is not None:
+                    yield _request(raw, columns)
     except StoreError as exc:
         raise SavedRunError(f"{source}: the store cannot be read ({exc})") from None
-    finally:
-        store.close()
 
 
 def _key(raw: RawExchange) -> str:
