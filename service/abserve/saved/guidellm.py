@@ -10,9 +10,12 @@ read as it is; with several, ``PATH#N`` picks the N-th (from 1), and without it 
 refused with the list. A report whose benchmarks kept no requests is refused.
 
 ``prompt_key`` comes from ``request_args`` (text and image hashes of the body), or from a
-``prompt`` string where an older report saved one; None otherwise. The report is read twice,
-as parse events (``abserve.saved.events``): once for the benchmarks' model, times and summary
-(in YAML the model comes after the requests), once for the chosen benchmark's requests.
+``prompt`` string where an older report saved one; None otherwise. JSON goes the fast way
+(``abserve.saved.guidellm_json``: benchmarks and requests located by bytes, requests built by
+ijson's C backend). YAML (keys sorted: a benchmark's times and the report's model come after
+the requests) is read twice as parse events (``abserve.saved.events``): once for the
+benchmarks' model, times and summary, once for the chosen benchmark's requests; about 15 s per
+100,000 requests each time (benchmarks/saved_read.md).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from abserve.saved.events import READ_ERRORS, Event, json_events, objects_at, yaml_events
+from abserve.saved import guidellm_json
+from abserve.saved.events import READ_ERRORS, Event, objects_at, yaml_events
+from abserve.saved.jsonscan import end_of_object
 from abserve.saved.keys import body_key, prompt_key, tpot
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
 
@@ -42,8 +47,21 @@ class _Benchmark:
     model: str | None = None
     start_time: float | None = None
     duration: float | None = None
+    measured: dict[str, float] = field(default_factory=dict)  # scheduler_metrics.measure_*
     requests: int = 0
     summary: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def started_at(self) -> float | None:
+        return self.start_time if self.start_time is not None else self.measured.get("start")
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.duration is not None:
+            return self.duration
+        if "start" in self.measured and "end" in self.measured:
+            return self.measured["end"] - self.measured["start"]
+        return None
 
     @property
     def label(self) -> str:
@@ -52,14 +70,10 @@ class _Benchmark:
         return f"{kind}@{load}" if load is not None else str(kind)
 
 
-def _opener(path: Path, is_yaml: bool) -> Callable[[], Iterator[Event]]:
+def _yaml_events(path: Path) -> Callable[[], Iterator[Event]]:
     def events() -> Iterator[Event]:
-        if is_yaml:
-            with open(path, encoding="utf-8") as f:
-                yield from yaml_events(f)
-        else:
-            with open(path, "rb") as f:
-                yield from json_events(f)
+        with open(path, encoding="utf-8") as f:
+            yield from yaml_events(f)
 
     return events
 
@@ -91,6 +105,8 @@ def _note(bench: _Benchmark, prefix: str, event: str, value: Any) -> None:
         bench.start_time = float(value)
     elif prefix == "duration" and event == "number":
         bench.duration = float(value)
+    elif prefix.startswith("scheduler_metrics.measure_") and prefix.endswith("_time") and event == "number":
+        bench.measured[prefix.removeprefix("scheduler_metrics.measure_").removesuffix("_time")] = float(value)
     elif prefix.startswith("metrics.") and event == "number":
         name, _, rest = prefix.removeprefix("metrics.").partition(".successful.")
         if rest in SUMMARY_STATS:
@@ -99,11 +115,42 @@ def _note(bench: _Benchmark, prefix: str, event: str, value: Any) -> None:
 
 def read(path: Path, source: str, is_yaml: bool, pick: int | None = None) -> SavedRun:
     """The run in a GuideLLM report; ``pick`` (from 1) chooses among several benchmarks."""
-    events = _opener(path, is_yaml)
     try:
-        benches, model = _survey(events())
+        if is_yaml:
+            events = _yaml_events(path)
+            benches, model = _survey(events())
+        else:
+            located, benches, model = _survey_json(path)
     except READ_ERRORS as exc:
         raise SavedRunError(f"{source}: not a readable GuideLLM report ({_reason(exc)})") from None
+    index = _pick(benches, source, pick)
+    bench = benches[index]
+    if bench.requests == 0:
+        raise SavedRunError(f"{source}: a GuideLLM benchmark without per-request data "
+                            "(saved with sample_size 0?)")
+    header = SavedRunHeader(tool="guidellm", source=source, model=bench.model or model,
+                            started_at=bench.started_at, duration_s=bench.duration_s, summary=bench.summary)
+    if is_yaml:
+        return SavedRun(header, _requests(objects_at(_only(events(), index), REQUESTS), source))
+    found = guidellm_json.requests(path, located[index])
+    return SavedRun(header, _requests(((f"{BENCH}.requests.{s}.item", r) for s, r in found), source))
+
+
+def _survey_json(path: Path) -> tuple[list[guidellm_json.Located], list[_Benchmark], str | None]:
+    """The JSON report's benchmarks: located by bytes, their own fields by a short walk each."""
+    end_of_object(path, path.stat().st_size)  # a cut report ends elsewhere
+    located = guidellm_json.locate(path)
+    benches = []
+    for place in located:
+        bench = _Benchmark(requests=sum(place.counts.values()))
+        for prefix, event, value in guidellm_json.head_events(path, place.offset):
+            if event != "map_key":
+                _note(bench, prefix, event, value)
+        benches.append(bench)
+    return located, benches, None
+
+
+def _pick(benches: list[_Benchmark], source: str, pick: int | None) -> int:
     if not benches:
         raise SavedRunError(f"{source}: a GuideLLM report with no benchmarks")
     if pick is None and len(benches) > 1:
@@ -113,13 +160,7 @@ def read(path: Path, source: str, is_yaml: bool, pick: int | None = None) -> Sav
     index = (pick or 1) - 1
     if not 0 <= index < len(benches):
         raise SavedRunError(f"{source}: no benchmark #{pick} (the report has {len(benches)})")
-    bench = benches[index]
-    if bench.requests == 0:
-        raise SavedRunError(f"{source}: a GuideLLM benchmark without per-request data "
-                            "(saved with sample_size 0?)")
-    header = SavedRunHeader(tool="guidellm", source=source, model=bench.model or model,
-                            started_at=bench.start_time, duration_s=bench.duration, summary=bench.summary)
-    return SavedRun(header, _requests(events, index, source))
+    return index
 
 
 def _reason(exc: BaseException) -> str:
@@ -140,9 +181,9 @@ def _only(events: Iterator[Event], index: int) -> Iterator[Event]:
             return
 
 
-def _requests(events: Callable[[], Iterator[Event]], index: int, source: str) -> Iterator[SavedRequest]:
+def _requests(found: Iterator[tuple[str, Any]], source: str) -> Iterator[SavedRequest]:
     try:
-        for prefix, stats in objects_at(_only(events(), index), REQUESTS):
+        for prefix, stats in found:
             yield _request(stats, prefix.split(".")[-2])
     except READ_ERRORS as exc:
         raise SavedRunError(f"{source}: unreadable ({_reason(exc)})") from None

@@ -49,27 +49,51 @@ class Span:
         return self.end - self.start
 
 
-def _matches(path: Path) -> Iterator[tuple[str, int, int]]:
-    """(key, start of the match, end of the match) for every key in the file, in order."""
+def find_all(path: Path, pattern: re.Pattern[bytes]) -> Iterator[_Found]:
+    """Every match of ``pattern`` (at most ``_OVERLAP`` bytes long) in the file, read in chunks;
+    each match's ``pos`` is the file offset of the chunk it was found in."""
     with open(path, "rb") as f:
         offset, carry = 0, b""
         while True:
             chunk = f.read(CHUNK)
             data = carry + chunk
-            base = offset - len(carry)
             last = not chunk
             limit = len(data) if last else max(len(data) - _OVERLAP, 0)
-            for match in _KEY.finditer(data):
+            for match in pattern.finditer(data, 0, len(data)):
                 if match.start() >= limit:
                     break
-                yield json.loads(b'"' + match.group(1) + b'"'), base + match.start(), base + match.end()
+                yield _Found(match, offset - len(carry))
             if last:
                 return
             carry = data[limit:]
             offset += len(chunk)
 
 
-def _end_of_object(path: Path, size: int) -> int:
+class _Found:
+    """A match and the file offset of the data it was found in (``start``/``end`` in the file)."""
+
+    __slots__ = ("base", "match")
+
+    def __init__(self, match: re.Match[bytes], base: int) -> None:
+        self.match, self.base = match, base
+
+    def group(self, n: int) -> bytes | None:
+        return self.match.group(n)
+
+    def start(self) -> int:
+        return self.base + self.match.start()
+
+    def end(self) -> int:
+        return self.base + self.match.end()
+
+
+def _matches(path: Path) -> Iterator[tuple[str, int, int]]:
+    """(key, start of the match, end of the match) for every key in the file, in order."""
+    for found in find_all(path, _KEY):
+        yield json.loads(b'"' + (found.group(1) or b"") + b'"'), found.start(), found.end()
+
+
+def end_of_object(path: Path, size: int) -> int:
     """Offset of the closing ``}`` of the object (the last non-blank byte), else LayoutError."""
     with open(path, "rb") as f:
         f.seek(max(size - 4096, 0))
@@ -83,7 +107,7 @@ def _end_of_object(path: Path, size: int) -> int:
 def scan_keys(path: Path) -> list[Span]:
     """Every key of the file's object and its value's byte range (nested keys included)."""
     size = path.stat().st_size
-    close = _end_of_object(path, size)
+    close = end_of_object(path, size)
     found = list(_matches(path))
     spans = []
     for i, (key, _start, end) in enumerate(found):

@@ -11,7 +11,10 @@ A SOURCE of ``abserve compare`` is one of:
 
 The file's first 64 KiB decide, never its name. Anything else (an unknown, empty, truncated
 or damaged file, a file without per-request data) raises ``SavedRunError`` whose one line
-names the source and why. Which tools save prompts (and so allow equality matched by prompt):
+names the source and why: here, before any request is read, for what the head, the tail and
+a first look can tell; from the requests iterator for damage found only while streaming.
+
+Which tools save prompts (and so allow equality matched by prompt):
 AIPerf (``inputs.json`` beside the export), GuideLLM (``request_args``) and abserve arms; vLLM's
 benchmark does not (its ``prompt_key`` is None).
 """
