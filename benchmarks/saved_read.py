@@ -6,12 +6,13 @@ For each tool a file of ``--requests`` requests is written in the tool's own lay
 per-request values varied around one real record from tests/fixtures/saved/ (so the reader
 meets exactly what the tool writes): vLLM's benchmark (``--tokens`` output tokens a request:
 that many ITL entries and a generated text), AIPerf (``profile_export.jsonl`` with its
-summary, ``inputs.json`` and ``outputs.json`` beside it) and GuideLLM (a JSON report). Then a
+summary, ``inputs.json`` and ``outputs.json`` beside it) and GuideLLM (a JSON report; and a
+YAML one of ``--yaml-requests``, the slow path). Then a
 fresh Python process opens it with ``open_saved`` and reads every request; it reports the
 wall time of that (imports excluded) and its peak resident memory, and the peak of a process
 that only imports the readers (the baseline). Run from the repository root::
 
-    python benchmarks/saved_read.py [--requests 100000] [--tokens 64] [--tools vllm-bench aiperf guidellm]
+    python benchmarks/saved_read.py [--requests 100000] [--tokens 64] [--yaml-requests 10000]
 
 Results: benchmarks/saved_read.md.
 """
@@ -113,6 +114,18 @@ def guidellm(path: Path, n: int, tokens: int) -> None:
         f.write("]" + tail)
 
 
+def guidellm_yaml(path: Path, n: int, tokens: int) -> None:
+    """The same report as YAML (built whole in memory: keep ``n`` modest)."""
+    import yaml
+
+    report = json.loads((FIXTURES / "guidellm" / "run1.json").read_text())
+    stats = report["benchmarks"][0]["requests"]["successful"][0]
+    report["benchmarks"][0]["requests"]["successful"] = [
+        dict(stats, time_to_first_token_ms=50 + (i % 997) * JITTER * 1e3, output_tokens=tokens)
+        for i in range(n)]
+    path.write_text(yaml.safe_dump(report, sort_keys=True))
+
+
 def measure(source: str) -> tuple[float, float, int, int]:
     done = subprocess.run([sys.executable, "-c", READ, source], capture_output=True, text=True, check=True,
                           env={"PYTHONPATH": str(REPO / "service"), "PATH": "/usr/bin:/bin"})
@@ -124,7 +137,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="speed and memory of the saved-run readers")
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--tools", nargs="+", default=["vllm-bench", "aiperf", "guidellm"])
+    parser.add_argument("--tools", nargs="+", default=["vllm-bench", "aiperf", "guidellm", "guidellm-yaml"])
+    parser.add_argument("--yaml-requests", type=int, default=10_000, help="requests of the YAML report")
     args = parser.parse_args()
     _, base_mb, _, _ = measure("-")
     print(f"baseline (imports only): {base_mb:.0f} MiB peak")
@@ -136,6 +150,9 @@ def main() -> None:
                 vllm_bench(source, args.requests, args.tokens)
             elif tool == "aiperf":
                 source = aiperf(Path(tmp) / "aiperf", args.requests, args.tokens)
+            elif tool == "guidellm-yaml":
+                source = Path(tmp) / "guidellm.yaml"
+                guidellm_yaml(source, args.yaml_requests, args.tokens)
             else:
                 source = Path(tmp) / "guidellm.json"
                 guidellm(source, args.requests, args.tokens)
