@@ -56,12 +56,41 @@ def _here(top: _Frame | None) -> str:
     return _join(top.prefix, top.key or "") if top.kind == "map" else _join(top.prefix, "item")
 
 
-def yaml_events(f: IO[str]) -> Iterator[Event]:
-    """ijson-style events of a YAML document (anchors and aliases are not supported)."""
-    stack: list[_Frame] = []
-    for event in yaml.parse(f, Loader=_LOADER):
+def _expanded(events: Iterable[yaml.Event]) -> Iterator[yaml.Event]:
+    """YAML events with every alias replaced by the events of the node it names (PyYAML's
+    dumper writes an anchor for an object met twice); only anchored nodes are kept."""
+    anchors: dict[str, list[yaml.Event]] = {}
+    recording: list[list[Any]] = []  # [anchor, events, depth]
+    for event in events:
         if isinstance(event, yaml.AliasEvent):
-            raise ValueError("YAML aliases are not supported")
+            if event.anchor not in anchors:
+                raise ValueError(f"YAML alias *{event.anchor} names no anchor")
+            replay = anchors[event.anchor]
+            for open_node in recording:
+                open_node[1].extend(replay)
+            yield from replay
+            continue
+        for open_node in recording:
+            open_node[1].append(event)
+        anchor = getattr(event, "anchor", None)
+        if anchor and isinstance(event, yaml.ScalarEvent):
+            anchors[anchor] = [event]
+        elif anchor and isinstance(event, yaml.CollectionStartEvent):
+            recording.append([anchor, [event], 0])
+        if isinstance(event, yaml.CollectionStartEvent | yaml.CollectionEndEvent):
+            step = 1 if isinstance(event, yaml.CollectionStartEvent) else -1
+            for open_node in recording:
+                open_node[2] += step
+            while recording and recording[-1][2] == 0:
+                done = recording.pop()
+                anchors[done[0]] = done[1]
+        yield event
+
+
+def yaml_events(f: IO[str]) -> Iterator[Event]:
+    """ijson-style events of a YAML document (aliases expanded)."""
+    stack: list[_Frame] = []
+    for event in _expanded(yaml.parse(f, Loader=_LOADER)):
         top = stack[-1] if stack else None
         if isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
             frame = stack.pop()

@@ -27,9 +27,20 @@ def test_yaml_events_equal_json_events(doc: Any, style: bool | None) -> None:
     assert as_yaml == as_json
 
 
-def test_aliases_are_refused() -> None:
-    with pytest.raises(ValueError, match="aliases"):
-        list(yaml_events(io.StringIO("a: &x 1\nb: *x\n")))
+def test_aliases_are_expanded() -> None:
+    shared = {"k": [1, {"deep": "v"}]}
+    doc = {"a": shared, "b": [shared, shared], "c": "end"}
+    text = yaml.safe_dump(doc)
+    assert "&id" in text  # PyYAML wrote an anchor and aliases
+    as_json = list(json_events(io.BytesIO(json.dumps(doc, sort_keys=True).encode())))
+    assert list(yaml_events(io.StringIO(text))) == as_json
+    assert list(yaml_events(io.StringIO("a: &x 1\nb: *x\n"))) == list(
+        json_events(io.BytesIO(b'{"a": 1, "b": 1}')))
+
+
+def test_an_alias_without_its_anchor_is_refused() -> None:
+    with pytest.raises(ValueError, match="names no anchor"):
+        list(yaml_events(io.StringIO("a: 1\nb: *x\n")))
 
 
 def test_objects_at_builds_only_what_is_asked() -> None:
