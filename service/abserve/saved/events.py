@@ -22,6 +22,7 @@ READ_ERRORS: tuple[type[Exception], ...] = (ValueError, ijson.JSONError, yaml.YA
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CONSTRUCT = yaml.SafeLoader(" ")  # resolves and constructs plain scalars
 _RESOLVER = yaml.resolver.Resolver()
+_STR = "tag:yaml.org,2002:str"
 
 
 def json_events(f: IO[bytes]) -> Iterator[Event]:
@@ -30,11 +31,18 @@ def json_events(f: IO[bytes]) -> Iterator[Event]:
 
 
 def _scalar(event: yaml.ScalarEvent) -> Any:
+    """The value ``yaml.safe_load`` gives a scalar (built directly: the loader's
+    ``construct_object`` would keep every node it ever built)."""
     if event.style and event.tag in (None, "!", "tag:yaml.org,2002:str"):
         return event.value  # quoted or block: a string, unless explicitly tagged
     tag = event.tag if event.tag not in (None, "!") else _RESOLVER.resolve(
         yaml.ScalarNode, event.value, event.implicit)
-    return _CONSTRUCT.construct_object(yaml.ScalarNode(tag, event.value))
+    if tag == _STR:
+        return event.value
+    build = _CONSTRUCT.yaml_constructors.get(tag)
+    if build is None:
+        raise ValueError(f"a YAML scalar tagged {tag}")
+    return build(_CONSTRUCT, yaml.ScalarNode(tag, event.value))
 
 
 class _Frame:
