@@ -5,7 +5,8 @@ A SOURCE of ``abserve compare`` is one of:
 - a ``vllm bench serve --save-result --save-detailed`` JSON file (``abserve.saved.vllm_bench``);
 - an AIPerf ``profile_export.jsonl`` (or its summary ``profile_export_aiperf.json``, or the
   artifact directory holding both; ``abserve.saved.aiperf``);
-- a GuideLLM report, JSON or YAML (``PATH#N`` for its N-th benchmark; ``abserve.saved.guidellm``);
+- a GuideLLM report, JSON or YAML (``PATH#N`` for its N-th benchmark; a directory holding
+  GuideLLM's default ``benchmarks.json`` or ``benchmarks.yaml``; ``abserve.saved.guidellm``);
 - ``RUN_ID:ARM``, an arm of a stored abserve run (``--db URL`` or the store under ``runs/``;
   ``abserve.saved.abserve_arm``).
 
@@ -29,6 +30,7 @@ from abserve.saved import abserve_arm, aiperf, guidellm, vllm_bench
 from abserve.saved.model import SavedRun, SavedRunError
 
 HEAD = 64 << 10
+IN_FOLDER = ("profile_export.jsonl", "benchmarks.json", "benchmarks.yaml")  # AIPerf, GuideLLM defaults
 _KEYS = re.compile(r'"((?:[^"\\]|\\.){1,64})"\s*:')
 _YAML_GUIDELLM = re.compile(r"(?m)^(benchmarks:|guidellm_version:|\s+guidellm_version:)")
 KNOWN = ("a vllm bench serve --save-detailed JSON, an AIPerf profile_export.jsonl, a GuideLLM report "
@@ -43,11 +45,11 @@ def open_saved(source: str, db: str | None = None, runs: Path = Path("runs")) ->
             return abserve_arm.read(source, db, runs)
         raise SavedRunError(f"{source}: no such file, and not RUN_ID:ARM")
     if path.is_dir():
-        inside = path / "profile_export.jsonl"
-        if not inside.is_file():
-            raise SavedRunError(f"{source}: a directory without an AIPerf profile_export.jsonl; "
-                                "name the result file")
-        path = inside
+        inside = [path / name for name in IN_FOLDER if (path / name).is_file()]
+        if len(inside) != 1:
+            raise SavedRunError(f"{source}: a directory holding {'none' if not inside else 'several'} of "
+                                f"{', '.join(IN_FOLDER)}; name the result file")
+        path = inside[0]
     return _read_file(path, source, pick)
 
 

@@ -62,7 +62,7 @@ def test_refusals(fixtures: Path, tmp_path: Path) -> None:
         str(fixtures / "vllm-bench" / "not-detailed.json"): "without per-request data",
         str(raw): "an AIPerf raw export",
         str(lonely): "an AIPerf summary without its per-request export",
-        str(tmp_path): "a directory without an AIPerf profile_export.jsonl",
+        str(tmp_path): "a directory holding none of profile_export.jsonl, benchmarks.json",
         str(tmp_path / "missing.json"): "no such file, and not RUN_ID:ARM",
         str(fixtures / "vllm-bench" / "run1.json") + "#1": "#N picks a benchmark of a GuideLLM report",
     }
@@ -70,6 +70,14 @@ def test_refusals(fixtures: Path, tmp_path: Path) -> None:
         with pytest.raises(SavedRunError, match=why) as caught:
             open_saved(source)
         assert str(caught.value).startswith(source + ": ")
+
+
+def test_guidellms_default_output_folder(fixtures: Path, tmp_path: Path) -> None:
+    shutil.copy(fixtures / "guidellm" / "run1.json", tmp_path / "benchmarks.json")
+    assert open_saved(str(tmp_path)).header.tool == "guidellm"
+    shutil.copy(fixtures / "guidellm" / "run1.yaml", tmp_path / "benchmarks.yaml")
+    with pytest.raises(SavedRunError, match="a directory holding several of"):
+        open_saved(str(tmp_path))
 
 
 def test_run_id_arm_without_a_store(tmp_path: Path) -> None:
