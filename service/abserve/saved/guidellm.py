@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from abserve.saved import guidellm_json
-from abserve.saved.events import READ_ERRORS, Event, objects_at, yaml_events
+from abserve.saved.events import READ_ERRORS, Event, json_events, objects_at, yaml_events
 from abserve.saved.jsonscan import end_of_object
 from abserve.saved.keys import body_key, prompt_key, tpot
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
@@ -70,10 +70,14 @@ class _Benchmark:
         return f"{kind}@{load}" if load is not None else str(kind)
 
 
-def _yaml_events(path: Path) -> Callable[[], Iterator[Event]]:
+def _events(path: Path, is_yaml: bool) -> Callable[[], Iterator[Event]]:
     def events() -> Iterator[Event]:
-        with open(path, encoding="utf-8") as f:
-            yield from yaml_events(f)
+        if is_yaml:
+            with open(path, encoding="utf-8") as f:
+                yield from yaml_events(f)
+        else:
+            with open(path, "rb") as f:
+                yield from json_events(f)
 
     return events
 
@@ -114,13 +118,20 @@ def _note(bench: _Benchmark, prefix: str, event: str, value: Any) -> None:
 
 
 def read(path: Path, source: str, is_yaml: bool, pick: int | None = None) -> SavedRun:
-    """The run in a GuideLLM report; ``pick`` (from 1) chooses among several benchmarks."""
+    """The run in a GuideLLM report; ``pick`` (from 1) chooses among several benchmarks.
+
+    JSON goes the fast way; where that finds no request records (a layout whose records do
+    not open with the markers it knows), the report is walked as events like YAML."""
+    located: list[guidellm_json.Located] | None = None
+    events = _events(path, is_yaml)
     try:
-        if is_yaml:
-            events = _yaml_events(path)
+        if not is_yaml:
+            located, benches = _survey_json(path)
+            model = None
+            if not any(b.requests for b in benches):
+                located = None
+        if located is None:
             benches, model = _survey(events())
-        else:
-            located, benches, model = _survey_json(path)
     except READ_ERRORS as exc:
         raise SavedRunError(f"{source}: not a readable GuideLLM report ({_reason(exc)})") from None
     index = _pick(benches, source, pick)
@@ -130,13 +141,13 @@ def read(path: Path, source: str, is_yaml: bool, pick: int | None = None) -> Sav
                             "(saved with sample_size 0?)")
     header = SavedRunHeader(tool="guidellm", source=source, model=bench.model or model,
                             started_at=bench.started_at, duration_s=bench.duration_s, summary=bench.summary)
-    if is_yaml:
+    if located is None:
         return SavedRun(header, _requests(objects_at(_only(events(), index), REQUESTS), source))
     found = guidellm_json.requests(path, located[index])
     return SavedRun(header, _requests(((f"{BENCH}.requests.{s}.item", r) for s, r in found), source))
 
 
-def _survey_json(path: Path) -> tuple[list[guidellm_json.Located], list[_Benchmark], str | None]:
+def _survey_json(path: Path) -> tuple[list[guidellm_json.Located], list[_Benchmark]]:
     """The JSON report's benchmarks: located by bytes, their own fields by a short walk each."""
     end_of_object(path, path.stat().st_size)  # a cut report ends elsewhere
     located = guidellm_json.locate(path)
@@ -147,7 +158,7 @@ def _survey_json(path: Path) -> tuple[list[guidellm_json.Located], list[_Benchma
             if event != "map_key":
                 _note(bench, prefix, event, value)
         benches.append(bench)
-    return located, benches, None
+    return located, benches
 
 
 def _pick(benches: list[_Benchmark], source: str, pick: int | None) -> int:

@@ -95,3 +95,14 @@ def test_a_truncated_report_is_refused(fixtures: Path, tmp_path: Path) -> None:
         with pytest.raises(SavedRunError, match=f"{name}: "):
             run = guidellm.read(cut, name, is_yaml=is_yaml)
             list(run.requests)
+
+
+def test_records_without_the_known_markers_take_the_event_walk(fixtures: Path, tmp_path: Path) -> None:
+    report = json.loads((fixtures / "guidellm" / "run1.json").read_text())
+    for stats in report["benchmarks"][0]["requests"]["successful"]:
+        stats["type_"] = "generative_text_response"  # an older report's records
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(report))
+    fast = list(guidellm.read(fixtures / "guidellm" / "run1.json", "a", is_yaml=False).requests)
+    walked = list(guidellm.read(path, "b", is_yaml=False).requests)
+    assert walked == fast
