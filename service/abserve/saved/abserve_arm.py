@@ -88,14 +88,18 @@ def read(source: str, db: str | None, runs: Path = Path("runs")) -> SavedRun:
 
 def _requests(url: str, run_id: str, arm: str, source: str) -> Iterator[SavedRequest]:
     """The arm's requests, page by page from a store opened for this pass alone."""
+    seen = 0
     try:
         with Store.open(url) as store:
             for raw in store.iter_raw_exchanges(run_id):
                 columns = raw.arms.get(arm)
                 if columns is not None:
+                    seen += 1
                     yield _request(raw, columns)
     except StoreError as exc:
         raise SavedRunError(f"{source}: the store cannot be read ({exc})") from None
+    if seen == 0:  # a run that recorded no arm list: the arm named is known only here
+        raise SavedRunError(f"{source}: no exchange of run {run_id!r} went to arm {arm!r}")
 
 
 def _key(raw: RawExchange) -> str:

@@ -9,6 +9,9 @@ under ``--profile-export-prefix``: the model, start time, duration and aggregate
 ``inputs.json`` (every request body, by session: the prompts) and, with
 ``--export-outputs-json``, ``outputs.json`` (every response text).
 
+``itl`` is AIPerf's ``inter_chunk_latency``: the gaps between streamed chunks (a chunk may
+carry more than one token; a fast server's whole answer can come in one, all gaps 0).
+
 Prompts: ``prompt_key`` comes from ``inputs.json`` (text and image hashes of the body) when it
 is there, else None. Outputs: ``output_text`` from ``outputs.json`` when it is there. Lines are
 read one at a time; the two side files are streamed and joined by (session, turn)

@@ -97,3 +97,13 @@ def test_split_source() -> None:
     assert split_source("runs/x.json") is None
     assert split_source("c:/x") is None
     assert split_source("plain") is None
+
+
+def test_an_arm_no_exchange_went_to_is_refused_while_reading(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'abserve.db'}"
+    with Store.open(url) as store:
+        store.create_run(run_info(arms={}))  # a run that recorded no arm list
+        store.write_exchanges(_exchanges())
+    run = read("run-1:zz", url)
+    with pytest.raises(SavedRunError, match="run-1:zz: no exchange of run 'run-1' went to arm 'zz'"):
+        list(run.requests)
