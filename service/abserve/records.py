@@ -159,6 +159,7 @@ class RawExchange:
     image_hashes: list[str]
     arms: dict[str, ArmColumns]
     full: Callable[[], Exchange]
+    prompt_text: str | None = None  # stored only when the router was configured to
 
 
 class Exchange(BaseModel):

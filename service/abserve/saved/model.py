@@ -4,7 +4,8 @@ Readers (``vllm bench serve`` JSON, AIPerf ``profile_export.jsonl``, GuideLLM re
 of a stored abserve run) turn their tool's records into ``SavedRequest`` one at a time, so a
 file of 100,000 requests is never held whole. Times are seconds. ``prompt_key`` matches a
 request across sides by what was asked (prompt text and image hashes), never by position;
-``None`` when the tool did not save the prompt.
+``None`` when the tool did not save the prompt (``vllm bench serve`` never does; AIPerf,
+GuideLLM and abserve arms do: ``abserve.saved.sources``). ``open_saved`` there picks the reader.
 """
 
 from __future__ import annotations

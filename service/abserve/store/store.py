@@ -124,7 +124,8 @@ def raw_from_row(row: RowMapping) -> RawExchange:
                        stream=bool(row["stream"]), fingerprint=row["fingerprint"],
                        started_at=float(row["started_at"]), tags=dict(row["tags"]),
                        image_hashes=list(row["image_hashes"]), arms=_columns_of_row(row),
-                       full=lambda: exchange_from_row(row))
+                       full=lambda: exchange_from_row(row),
+                       prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]))
 
 
 def _run_docs(run: RunInfo) -> dict[str, str]:
