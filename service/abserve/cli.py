@@ -61,7 +61,9 @@ def _register() -> None:
     from abserve.report import commands as report_commands
 
     report_commands.register(app)
-    from abserve.saved import commands as saved_commands; saved_commands.register(app)  # noqa: E702
+    from abserve.saved import commands as saved_commands
+
+    saved_commands.register(app)
 
 
 _register()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -36,7 +36,14 @@ from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import Interval
-from abserve.compare.two_sample import Array, hl_shift, quantile_difference, quantile_interval, standard_error, thinned
+from abserve.compare.two_sample import (
+    Array,
+    hl_shift,
+    quantile_difference,
+    quantile_interval,
+    standard_error,
+    thinned,
+)
 from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.units import ms
 
@@ -56,7 +63,9 @@ class RunSpread:
     @property
     def ratio(self) -> float | None:
         """Run-to-run over within-run spread (None when the within-run error is zero/unknown)."""
-        return self.between_sd / self.within_se if self.within_se > 0 and math.isfinite(self.within_se) else None
+        if self.within_se <= 0 or not math.isfinite(self.within_se):
+            return None
+        return self.between_sd / self.within_se
 
 
 @dataclass(frozen=True)
@@ -125,16 +134,16 @@ def unpaired_shift(base_runs: Sequence[Array], cand_runs: Sequence[Array], stati
     base_all, cand_all = np.concatenate(base_runs), np.concatenate(cand_runs)
     base_value, cand_value = _pooled_value(base_all, statistic), _pooled_value(cand_all, statistic)
     kb, kc = len(base_runs), len(cand_runs)
-    common = {"statistic": statistic, "baseline_value": base_value, "candidate_value": cand_value,
-              "runs": (kb, kc), "requests": (base_all.size, cand_all.size), "confidence": confidence}
+    facts = UnpairedShift(statistic, "single-run", 0.0, -math.inf, math.inf, base_value, cand_value,
+                          (kb, kc), (base_all.size, cand_all.size), confidence)
     if kb + kc < 3:
         within = _difference(base_all, cand_all, statistic, confidence)
         margin = assumed_spread * abs(base_value)
-        return UnpairedShift(design="single-run", estimate=within.estimate, low=within.low - margin,
-                             high=within.high + margin, margin=margin,
-                             run_sd=assumed_run_sd(assumed_spread, base_value, confidence), **common)
+        return replace(facts, estimate=within.estimate, low=within.low - margin, high=within.high + margin,
+                       margin=margin, run_sd=assumed_run_sd(assumed_spread, base_value, confidence))
     reference = thinned(np.sort(base_all))
-    per_run = [[_within(r, statistic, reference, confidence) for r in side] for side in (base_runs, cand_runs)]
+    per_run = [[_within(r, statistic, reference, confidence) for r in side]
+               for side in (base_runs, cand_runs)]
     values = [np.array([i.estimate for i in side]) for side in per_run]
     ses = np.array([standard_error(i) for side in per_run for i in side])
     df = kb + kc - 2
@@ -143,8 +152,8 @@ def unpaired_shift(base_runs: Sequence[Array], cand_runs: Sequence[Array], stati
     sd = max(between, within_se)
     half = t_quantile(df, confidence) * sd * math.sqrt(1 / kb + 1 / kc)
     estimate = float(values[1].mean() - values[0].mean())
-    return UnpairedShift(design="clustered", estimate=estimate, low=estimate - half, high=estimate + half,
-                         spread=RunSpread(between, within_se, df), run_sd=sd, **common)
+    return replace(facts, design="clustered", estimate=estimate, low=estimate - half, high=estimate + half,
+                   spread=RunSpread(between, within_se, df), run_sd=sd)
 
 
 def measured_spread(shift: UnpairedShift) -> float | None:
@@ -172,7 +181,8 @@ def judge_unpaired(rule: MetricRule, shift: UnpairedShift, policy: Policy) -> Me
     runs = f"{shift.runs[0]} baseline and {shift.runs[1]} candidate runs"
     if shift.design == "single-run":
         pct = shift.margin / abs(shift.baseline_value) if shift.baseline_value else 0.0
-        widened = f"interval widened by ±{ms(shift.margin, signed=False)} ({pct:.0%} of the baseline) for run-to-run noise"
+        widened = (f"interval widened by ±{ms(shift.margin, signed=False)} ({pct:.0%} of the baseline) "
+                   "for run-to-run noise")
         if outcome == "fail":
             reason = f"{runs}; {widened}: {reason}, beyond the allowance plus the run-to-run spread"
         else:

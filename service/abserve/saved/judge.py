@@ -48,7 +48,7 @@ def arm_summary(side: str, runs: list[RunData]) -> ArmSummary:
     tokens = sum(r.output_tokens for r in runs)
     dists = {}
     for metric in METRICS:
-        values = [r.values[metric] for r in runs if r.values.get(metric) is not None and r.values[metric].size]
+        values = [r.values[metric] for r in runs if metric in r.values and r.values[metric].size]
         if values:
             dists[metric] = [float(v) for v in np.quantile(np.concatenate(values), PERCENTILES)]
     return ArmSummary(

@@ -15,29 +15,34 @@ P50 = MetricRule(metric="ttft", statistic="p50", allowed_relative=0.05, critical
 POLICY = Policy()
 
 
-def side(rng: np.random.Generator, runs: int, n: int, factor: float = 1.0, between: float = 0.03) -> list[np.ndarray]:
+def side(rng: np.random.Generator, runs: int, n: int, factor: float = 1.0,
+         between: float = 0.03) -> list[np.ndarray]:
     """Runs of one build: each run's level moves by ``between`` (relative sd), requests lognormal."""
     return [0.1 * factor * np.exp(rng.normal(0, between)) * rng.lognormal(0, 0.3, n) for _ in range(runs)]
 
 
 def test_aa_with_repeats_fails_at_most_at_the_policy_rate() -> None:
     rng = np.random.default_rng(11)
-    outcomes = [unpaired_line(P50, side(rng, 3, 200), side(rng, 3, 200), POLICY)[0].outcome for _ in range(300)]
+    outcomes = [unpaired_line(P50, side(rng, 3, 200), side(rng, 3, 200), POLICY)[0].outcome
+                for _ in range(300)]
     assert outcomes.count("fail") / len(outcomes) <= 1 - POLICY.confidence
     assert "pass" in outcomes  # the gate can pass with runs as clusters
 
 
 def test_aa_hl_with_repeats_rarely_fails() -> None:
     rng = np.random.default_rng(12)
-    outcomes = [unpaired_line(RULE, side(rng, 2, 150), side(rng, 2, 150), POLICY)[0].outcome for _ in range(60)]
+    outcomes = [unpaired_line(RULE, side(rng, 2, 150), side(rng, 2, 150), POLICY)[0].outcome
+                for _ in range(60)]
     assert outcomes.count("fail") <= 3
 
 
 def test_a_shift_beyond_the_allowance_fails_with_repeats() -> None:
     rng = np.random.default_rng(13)
     line, shift = unpaired_line(RULE, side(rng, 3, 300), side(rng, 3, 300, factor=1.3), POLICY)
-    assert line.outcome == "fail" and line.method == "unpaired"
-    assert shift is not None and shift.design == "clustered" and shift.spread is not None
+    assert line.outcome == "fail"
+    assert line.method == "unpaired"
+    assert shift is not None
+    assert shift.design == "clustered"
     assert "as clusters" in line.reason
 
 
@@ -46,20 +51,22 @@ def test_between_run_spread_widens_the_interval() -> None:
     calm = unpaired_shift(side(rng, 3, 300, between=0.0), side(rng, 3, 300, between=0.0), "hl", 0.95, 0.12)
     noisy = unpaired_shift(side(rng, 3, 300, between=0.2), side(rng, 3, 300, between=0.2), "hl", 0.95, 0.12)
     assert noisy.high - noisy.low > 2 * (calm.high - calm.low)
-    assert noisy.spread is not None and noisy.spread.ratio is not None and noisy.spread.ratio > 2
+    assert noisy.spread is not None
+    assert (noisy.spread.ratio or 0) > 2
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.floats(0.5, 3.0), st.integers(0, 2**31 - 1), st.sampled_from(["hl", "p50", "p95"]))
 def test_one_run_per_side_never_passes(factor: float, seed: int, statistic: str) -> None:
     rng = np.random.default_rng(seed)
-    rule = MetricRule(metric="tpot", statistic=statistic, allowed_relative=0.05)  # type: ignore[arg-type]
+    rule = MetricRule.model_validate({"metric": "tpot", "statistic": statistic, "allowed_relative": 0.05})
     line, shift = unpaired_line(rule, side(rng, 1, 400), side(rng, 1, 400, factor=factor), POLICY)
     assert line.outcome in ("fail", "inconclusive")
-    assert shift is not None and shift.design == "single-run"
+    assert shift is not None
+    assert shift.design == "single-run"
     if line.outcome == "fail":  # beyond the allowance plus the assumed spread
-        assert line.low is not None and line.threshold is not None
-        assert line.low > line.threshold
+        assert line.threshold is not None
+        assert (line.low or 0) > line.threshold
         assert shift.low + shift.margin > line.threshold + shift.margin
     else:
         assert "runs per side" in line.reason
@@ -79,10 +86,14 @@ def test_one_run_per_side_fail_needs_the_spread_on_top_of_the_allowance() -> Non
 def test_too_few_values_is_inconclusive_and_says_so() -> None:
     rng = np.random.default_rng(16)
     line, shift = unpaired_line(RULE, side(rng, 1, 10), side(rng, 1, 500), POLICY)
-    assert shift is None and line.outcome == "inconclusive" and "fewer than the 30" in line.reason
+    assert shift is None
+    assert line.outcome == "inconclusive"
+    assert "fewer than the 30" in line.reason
 
 
 def test_runs_needed_grows_as_the_gap_shrinks() -> None:
     wide, narrow = runs_needed(0.05, 0.01, 0.95), runs_needed(0.01, 0.01, 0.95)
-    assert wide is not None and narrow is not None and 2 <= wide < narrow
+    assert wide is not None
+    assert narrow is not None
+    assert 2 <= wide < narrow
     assert runs_needed(1e-6, 0.01, 0.95) is None
