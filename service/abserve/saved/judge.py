@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from abserve.compare.equality import PairResult, SideAtDivergence
+from abserve.compare.equality import CLASSES, PairResult, SideAtDivergence
 from abserve.compare.model import (
     PERCENTILES,
     ArmSummary,
@@ -68,7 +68,7 @@ def equality_lines(m: OutputMatcher, policy: Policy) -> tuple[list[EqualityLine]
     unit = "/".join(sorted(m.units))
     line = EqualityLine(
         left="baseline", right="candidate",
-        summary=ClassCounts(total=n, counts=dict(m.counts), mismatches=k), comparable=n,
+        summary=ClassCounts(total=n, counts={c: m.counts[c] for c in CLASSES}, mismatches=k), comparable=n,
         rate=k / n, low=rate.low, high=rate.high,
         left_problems=dict(m.problems["baseline"]) | ({"asked by no candidate": m.unasked()}
                                                       if m.unasked() else {}),
