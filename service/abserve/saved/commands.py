@@ -20,10 +20,10 @@ from abserve import exit_codes
 
 def compare(
     baseline: Annotated[list[str], typer.Option(
-        "--baseline", help="A saved run of the baseline build (repeat for more runs).")],
+        "--baseline", metavar="SOURCE", help="A saved run of the baseline build (repeat for more runs).")],
     candidate: Annotated[list[str], typer.Option(
-        "--candidate", help="A saved run of the candidate build (repeat for more runs).")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the report files.")],
+        "--candidate", metavar="SOURCE", help="A saved run of the candidate build (repeat for more runs).")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the report files.")],
     policy: Annotated[str, typer.Option(
         "--policy", help="Policy YAML or packaged name (default: default).")] = "default",
     db: Annotated[str | None, typer.Option(
