@@ -69,3 +69,23 @@ def test_text_divergence_position_is_in_characters() -> None:
     m.see("baseline", req("a", text="hello world"), "b")
     m.see("candidate", req("a", text="hello there"), "c")
     assert (m.counts["divergent"], m.examples[0].position, m.examples[0].unit) == (1, 6, "character")
+
+
+def test_past_the_memory_budget_mismatches_are_still_counted() -> None:
+    m = OutputMatcher(keep_bytes=8)  # room for the first output (2 ids, 8 bytes) only
+    m.see("baseline", req("a", (1, 2)), "b")
+    m.see("baseline", req("b", (1, 2)), "b")
+    m.see("candidate", req("a", (1, 3)), "c")
+    m.see("candidate", req("b", (1, 3)), "c")
+    m.see("candidate", req("b", (1, 2)), "c")
+    assert (m.counts["identical"], m.counts["divergent"]) == (1, 2)
+    assert m.by_position == {1: 1}
+    assert m.problems["candidate"] == {"divergence position not kept (memory budget)": 1}
+
+
+def test_token_ids_against_text_are_not_compared() -> None:
+    m = OutputMatcher()
+    m.see("baseline", req("a", (1, 2)), "b")
+    m.see("candidate", req("a", text="x"), "c")
+    assert m.comparable == 0
+    assert m.problems["candidate"] == {"token ids on one side only": 1}
