@@ -6,8 +6,11 @@ tokens a request, lognormal latencies, the candidate 3% slower), then runs ``abs
 --baseline A --candidate B --out DIR`` as a child process and reports its wall time and peak RSS
 (``getrusage(RUSAGE_CHILDREN).ru_maxrss``). Target (issue 49): at most 30 s and 1 GiB.
 
+``--keyed``: in process instead, both sides as ``SavedRun`` objects with prompt keys and output
+token ids (the equality path a reader that saves prompts takes), peak RSS of this process.
+
 Usage: PYTHONPATH=service python benchmarks/unpaired_speed.py [--requests 100000] [--runs-per-side 1]
-       [--dir /tmp/unpaired-speed]
+       [--dir /tmp/unpaired-speed] [--keyed]
 Results: benchmarks/unpaired.md ("Speed and memory").
 """
 
@@ -19,9 +22,17 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from abserve.compare.policy import load_policy
+from abserve.report import write_report
+from abserve.saved.collect import Sides, fold_run
+from abserve.saved.judge import judge_sides
+from abserve.saved.matching import OutputMatcher
+from abserve.saved.model import SavedRequest, SavedRun, SavedRunHeader
 
 
 def write_bench(path: Path, n: int, seed: int, factor: float) -> None:
@@ -48,13 +59,53 @@ def write_bench(path: Path, n: int, seed: int, factor: float) -> None:
         f.write("}")
 
 
+def keyed(n: int, seed: int, factor: float) -> SavedRun:
+    """A run as a reader that saved prompts would yield it: prompt keys and 8-40 output token ids
+    per request (one request in a thousand diverging), every inter-token gap."""
+    rng = np.random.default_rng(seed)
+
+    def requests() -> Iterator[SavedRequest]:
+        for i in range(n):
+            k = 8 + (i * 7919) % 33  # the prompt decides the output's length, as greedy decoding does
+            gaps = 0.01 * factor * rng.lognormal(0, 0.25, k - 1)
+            ttft = 0.05 * factor * float(rng.lognormal(0, 0.3))
+            ids = tuple(range(i % 997, i % 997 + k))
+            if seed % 2 == 0 and i % 1000 == 0:
+                ids = (*ids[:3], -1, *ids[4:])
+            yield SavedRequest(ok=True, ttft=ttft, tpot=float(gaps.mean()), e2e=ttft + float(gaps.sum()),
+                               itl=tuple(gaps.tolist()), output_tokens=k, prompt_key=f"prompt-{i:08d}",
+                               output_token_ids=ids)
+
+    return SavedRun(SavedRunHeader(tool="aiperf", source=f"keyed-{seed}", model="m", duration_s=600.0),
+                    requests())
+
+
+def in_process(n: int, out: Path) -> None:
+    """Both sides from ``SavedRun`` objects with prompt keys and token ids: the equality path."""
+    t0 = time.perf_counter()
+    matcher = OutputMatcher()
+    sides = Sides([fold_run(keyed(n, 1, 1.0), matcher, "baseline")],
+                  [fold_run(keyed(n, 2, 1.03), matcher, "candidate")], matcher)
+    j = judge_sides(sides, load_policy("default"))
+    write_report(j, out)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    eq = j.equality[0] if j.equality else None
+    print(f"in process, keyed outputs: {n} + {n} requests, {wall:.1f} s, peak RSS {peak:.0f} MiB; "
+          f"verdict {j.verdict}; equality {eq.summary.counts if eq else None}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--runs-per-side", type=int, default=1)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/unpaired-speed"))
+    ap.add_argument("--keyed", action="store_true", help="in process, with prompt keys and token ids")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.keyed:
+        in_process(args.requests, args.dir / "keyed-report")
+        return
     k = args.runs_per_side
     files = {side: [args.dir / f"{side}-{i}.json" for i in range(k)] for side in ("baseline", "candidate")}
     t0 = time.perf_counter()
