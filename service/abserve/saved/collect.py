@@ -5,7 +5,8 @@ A run of 100,000 requests is never held as request objects: every ``SavedRequest
 into growing float arrays (``array('d')``) of TTFT, TPOT, end-to-end latency and inter-token
 gaps (the gaps thinned to evenly spaced order statistics past ``ITL_KEEP``, a sketch of their
 distribution), then dropped. Outputs are kept only for the baseline side, keyed by
-``prompt_key`` (``abserve.saved.matching``); the candidate side is matched as it streams.
+``prompt_key``, as digests (whole within a memory budget: ``abserve.saved.matching``); the
+candidate side is matched as it streams.
 
 The readers' entry point is ``open_saved`` (one import below: the seam where the readers of
 ``abserve.saved`` plug in).
