@@ -6,18 +6,20 @@ distributions (``hl``: the two-sample Hodges-Lehmann shift) or a quantile differ
 two runs of one build differ by more than their requests' scatter says (the public record: 11-12%
 in mean TTFT between two runs of one vLLM branch). Hence:
 
-- **Runs as clusters** (three or more runs, at least one side with repeats): each run gives one
+- **Runs as clusters** (two or more runs on each side): each run gives one
   value of the statistic (``hl``: the run's own shift against the pooled baseline, so every run
   is measured on one scale; a quantile: the run's quantile). The estimate is the difference of
   the sides' mean run values; its interval is Student's t with the runs' pooled between-run
   variance (one spread for both builds, ``df = runs - 2``), never narrower than the within-run
   error alone. The between-run sd over the mean within-run standard error is the ratio the first
   screen shows (1: runs agree as their requests predict; GuideLLM measured 1.8-3.2).
-- **One run per side**: the within-run interval (Mann-Whitney for the shift, order statistics for
-  quantiles) widened on each side by the policy's ``saved.run_to_run_spread`` times the baseline
-  value. Nothing passes (one run per side cannot separate a change from run-to-run noise): the
-  line is ``fail`` when even the widened interval lies beyond the allowance, else
-  ``inconclusive`` with how many runs per side would decide (from the assumed spread).
+- **One run on a side** (1 against 1, or 1 against repeats): the within-run interval
+  (Mann-Whitney for the shift, order statistics for quantiles) of the pooled requests, widened on
+  each side by the run-to-run spread: the policy's ``saved.run_to_run_spread`` times the baseline
+  value, or, where the other side has repeats, the spread measured there (``z * sqrt(2)`` times
+  the between-run sd: the same unit). Nothing passes (one run cannot separate a change from
+  run-to-run noise): the line is ``fail`` when even the widened interval lies beyond the
+  allowance, else ``inconclusive`` with how many runs per side would decide (from that spread).
 
 Pure; ``candidate - baseline`` (positive = slower), seconds.
 """
@@ -127,6 +129,20 @@ def assumed_run_sd(spread: float, baseline_value: float, confidence: float) -> f
     return spread * abs(baseline_value) / (float(sps.norm.ppf(0.5 + confidence / 2)) * math.sqrt(2))
 
 
+def _clusters(base_runs: Sequence[Array], cand_runs: Sequence[Array], statistic: str,
+              confidence: float) -> tuple[list[Array], RunSpread]:
+    """Each run's value of ``statistic`` per side, and the between-run spread pooled over the
+    sides (a side of one run adds no degree of freedom)."""
+    reference = thinned(np.sort(np.concatenate(base_runs)))
+    per_run = [[_within(r, statistic, reference, confidence) for r in side]
+               for side in (base_runs, cand_runs)]
+    values = [np.array([i.estimate for i in side]) for side in per_run]
+    ses = np.array([standard_error(i) for side in per_run for i in side])
+    df = len(base_runs) + len(cand_runs) - 2
+    between = math.sqrt(sum(float(((v - v.mean()) ** 2).sum()) for v in values) / df)
+    return values, RunSpread(between, math.sqrt(float(np.mean(ses ** 2))), df)
+
+
 def unpaired_shift(base_runs: Sequence[Array], cand_runs: Sequence[Array], statistic: str,
                    confidence: float, assumed_spread: float) -> UnpairedShift:
     """``statistic`` of the candidate side minus the baseline side (each a list of runs'
@@ -136,28 +152,27 @@ def unpaired_shift(base_runs: Sequence[Array], cand_runs: Sequence[Array], stati
     kb, kc = len(base_runs), len(cand_runs)
     facts = UnpairedShift(statistic, "single-run", 0.0, -math.inf, math.inf, base_value, cand_value,
                           (kb, kc), (base_all.size, cand_all.size), confidence)
-    if kb + kc < 3:
+    spread = _clusters(base_runs, cand_runs, statistic, confidence) if kb + kc >= 3 else None
+    if min(kb, kc) == 1:  # one run on a side: the within-run interval widened by the spread
         within = _difference(base_all, cand_all, statistic, confidence)
-        margin = assumed_spread * abs(base_value)
+        if spread is None:  # assumed (the policy's), else measured on the side with repeats
+            run_sd = assumed_run_sd(assumed_spread, base_value, confidence)
+        else:
+            run_sd = spread[1].between_sd
+        margin = float(sps.norm.ppf(0.5 + confidence / 2)) * math.sqrt(2) * run_sd
         return replace(facts, estimate=within.estimate, low=within.low - margin, high=within.high + margin,
-                       margin=margin, run_sd=assumed_run_sd(assumed_spread, base_value, confidence))
-    reference = thinned(np.sort(base_all))
-    per_run = [[_within(r, statistic, reference, confidence) for r in side]
-               for side in (base_runs, cand_runs)]
-    values = [np.array([i.estimate for i in side]) for side in per_run]
-    ses = np.array([standard_error(i) for side in per_run for i in side])
-    df = kb + kc - 2
-    between = math.sqrt(sum(float(((v - v.mean()) ** 2).sum()) for v in values) / df)
-    within_se = math.sqrt(float(np.mean(ses ** 2)))
-    sd = max(between, within_se)
-    half = t_quantile(df, confidence) * sd * math.sqrt(1 / kb + 1 / kc)
+                       margin=margin, run_sd=run_sd, spread=None if spread is None else spread[1])
+    assert spread is not None
+    values, runs = spread
+    sd = max(runs.between_sd, runs.within_se)
+    half = t_quantile(runs.df, confidence) * sd * math.sqrt(1 / kb + 1 / kc)
     estimate = float(values[1].mean() - values[0].mean())
     return replace(facts, design="clustered", estimate=estimate, low=estimate - half, high=estimate + half,
-                   spread=RunSpread(between, within_se, df), run_sd=sd)
+                   spread=runs, run_sd=sd)
 
 
 def measured_spread(shift: UnpairedShift) -> float | None:
-    """The relative run-to-run spread a clustered shift measured, in the unit of the policy's
+    """The relative run-to-run spread a shift measured (a side with repeats), in the unit of the policy's
     ``saved.run_to_run_spread`` (a bound on two runs' difference at the confidence)."""
     if shift.spread is None or shift.baseline_value == 0:
         return None
@@ -181,13 +196,14 @@ def judge_unpaired(rule: MetricRule, shift: UnpairedShift, policy: Policy) -> Me
     runs = f"{shift.runs[0]} baseline and {shift.runs[1]} candidate runs"
     if shift.design == "single-run":
         pct = shift.margin / abs(shift.baseline_value) if shift.baseline_value else 0.0
+        how = "assumed by the policy" if shift.spread is None else "measured on the side with repeats"
         widened = (f"interval widened by ±{ms(shift.margin, signed=False)} ({pct:.0%} of the baseline) "
-                   "for run-to-run noise")
+                   f"for run-to-run noise ({how})")
         if outcome == "fail":
             reason = f"{runs}; {widened}: {reason}, beyond the allowance plus the run-to-run spread"
         else:
             outcome = "inconclusive"
-            reason = (f"{runs}: one run per side cannot separate a change from run-to-run noise; "
+            reason = (f"{runs}: one run on a side cannot separate a change from run-to-run noise; "
                       f"{widened}: {reason.split(':')[0]}; {_advice(shift, threshold)}")
     else:
         assert shift.spread is not None

@@ -18,6 +18,9 @@ def _runs(n: int, side: str) -> str:
 
 def spread_phrase(facts: UnpairedFacts) -> str:
     """The run-to-run spread the latency intervals stood on, in words."""
+    if facts.design == "single-run" and facts.measured_spread:
+        return ("with one run on a side nothing can pass, and a fail must exceed the allowance plus "
+                "the run-to-run spread measured on the side with repeats")
     if facts.design == "single-run":
         return (f"with one run per side nothing can pass, and a fail must exceed the allowance plus "
                 f"the run-to-run spread assumed by the policy (±{facts.assumed_spread:.0%} of the "

@@ -87,7 +87,7 @@ def equality_lines(m: OutputMatcher, policy: Policy) -> tuple[list[EqualityLine]
 
 def _facts(sides: Sides, policy: Policy, shifts: dict[str, UnpairedShift]) -> UnpairedFacts:
     headers = [r.header for r in sides.baseline + sides.candidate]
-    clustered = len(sides.baseline) + len(sides.candidate) >= 3
+    clustered = min(len(sides.baseline), len(sides.candidate)) >= 2
     ratios: dict[str, float] = {}
     for name, s in shifts.items():
         if s.spread is not None and s.spread.ratio is not None and min(s.runs) >= 2:

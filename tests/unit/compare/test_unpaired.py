@@ -97,3 +97,16 @@ def test_runs_needed_grows_as_the_gap_shrinks() -> None:
     assert narrow is not None
     assert 2 <= wide < narrow
     assert runs_needed(1e-6, 0.01, 0.95) is None
+
+
+def test_one_run_against_repeats_never_passes_and_uses_the_measured_spread() -> None:
+    rng = np.random.default_rng(17)
+    base = side(rng, 3, 400, between=0.0)
+    line, shift = unpaired_line(RULE, base, side(rng, 1, 400, between=0.0), POLICY)
+    assert shift is not None
+    assert shift.design == "single-run"
+    assert shift.spread is not None  # measured on the baseline's three runs
+    assert line.outcome == "inconclusive"
+    assert "measured on the side with repeats" in line.reason
+    assumed = unpaired_shift(base[:1], side(rng, 1, 400), "hl", 0.95, 0.12)
+    assert shift.margin < assumed.margin  # calm runs: less than the assumed 12%
