@@ -28,10 +28,9 @@ import numpy as np
 
 from abserve.compare.policy import MetricRule, Policy, SavedRule, load_policy
 from abserve.compare.unpaired import measured_spread, unpaired_line, unpaired_shift
-from abserve.saved.collect import RunData, Sides, fold_run
+from abserve.saved.collect import RunData, Sides, fold_run, open_saved
 from abserve.saved.judge import judge_sides
 from abserve.saved.matching import OutputMatcher
-from abserve.saved.minimal_reader import open_saved
 
 
 def read_runs(folder: Path) -> dict[str, list[RunData]]:
