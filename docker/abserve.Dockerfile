@@ -40,6 +40,9 @@ print("\n".join(p["project"]["optional-dependencies"]["service"] + ["setuptools"
     mkdir -p /runs /reports; \
     chown abserve:abserve /runs /reports
 COPY service /app/service
+# The reports' glossary (service/abserve/report/templates/glossary.md links to it): every
+# report writes glossary.html beside it.
+COPY docs/glossary.md /app/docs/glossary.md
 # abserve itself, against the dependencies above, installed in place (editable): abserve finds
 # its traffic profiles beside its sources (configs/traffic), which a copy into site-packages
 # would lose (every Locust worker failed with "unknown traffic profile" in the first real run).

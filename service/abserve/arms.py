@@ -15,6 +15,11 @@ An arm is one of three kinds, told apart by the keys it sets:
 - **image**: ``image:`` a container image, run by ``docker compose`` (``abserve.deploy``), not
   by ``abserve run``.
 
+An arm may instead take its build from the release ledger: ``from: accepted`` (the config's
+latest accepted build) or ``from: "accepted:NAME"`` (the release accepted as NAME), with only
+``role`` and ``cpus`` beside it; ``abserve run`` and ``abserve check`` resolve it from the
+run's store (``abserve.ledger.baseline``) before anything starts.
+
 Secrets never sit in a config file: an env value or arg whose name looks like a credential
 (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) or whose value looks like one
 (``hf_...``, ``sk-...``, long mixed-case random strings) must be a reference ``${VAR}``,
@@ -141,10 +146,15 @@ class ServerFlags(BaseModel):
         return check_env(env)
 
 
+FROM_LEDGER_KEYS = frozenset({"from_", "role", "cpus"})  # what an arm ``from: accepted`` may set
+
+
 class ArmConfig(ServerFlags):
     """One arm of an experiment (see the module docstring for the three kinds)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # ``from: accepted`` / ``from: "accepted:NAME"``: the build comes from the ledger
+    from_: str | None = Field(default=None, alias="from", pattern=r"^accepted(:\S.*)?$")
     role: Role | None = None  # resolved by the experiment: arm "a" is the baseline, others candidates
     lookup: Lookup | None = None
     mutant: Literal["drop-straddle", "slow", "embed-fault", "dense-slow", "stall",
@@ -174,6 +184,14 @@ class ArmConfig(ServerFlags):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ArmConfig:
+        if self.from_ is not None:  # a key at its default (``lookup: null`` over an extended arm) is unset
+            fields = type(self).model_fields
+            extra = sorted(k for k in self.model_fields_set - FROM_LEDGER_KEYS
+                           if getattr(self, k) != fields[k].get_default(call_default_factory=True))
+            if extra:
+                raise ValueError(f"an arm 'from: {self.from_}' takes its build from the ledger; only role "
+                                 f"and cpus may be set beside it, not {', '.join(extra)}")
+            return self
         given = [k for k in ("python", "venv", "url", "image") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"an arm is one of python:, venv:, url: or image:, not {' and '.join(given)}")
@@ -190,6 +208,16 @@ class ArmConfig(ServerFlags):
         if self.mutant is not None and self.lookup is None:
             raise ValueError("a mutant needs a lookup: the mutant is part of the proven lookup mode")
         return self
+
+    def recorded(self) -> dict[str, Any]:
+        """The arm as configured, for the run's provenance (``arm_configs``): what starts it again
+        (``abserve accept`` keeps it; the config holds references, never a secret)."""
+        return self.model_dump(mode="json", exclude_defaults=True, exclude={"from_"})
+
+    @property
+    def accepted_name(self) -> str | None:
+        """The release named by ``from: "accepted:NAME"`` (None: the latest accepted, or no ``from``)."""
+        return self.from_.split(":", 1)[1] if self.from_ and ":" in self.from_ else None
 
     @property
     def kind(self) -> ArmKind:

@@ -61,9 +61,9 @@ def _register() -> None:
     from abserve.report import commands as report_commands
 
     report_commands.register(app)
-    from abserve.saved import commands as saved_commands
-
-    saved_commands.register(app)
+    __import__("abserve.ledger.commands", fromlist=["register"]).register(app)  # abserve accept
+    __import__("abserve.ledger.site_cli", fromlist=["register"]).register(app)  # abserve ledger
+    __import__("abserve.saved.commands", fromlist=["register"]).register(app)  # abserve compare
 
 
 _register()

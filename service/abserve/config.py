@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
 from abserve.config_paths import rebase_experiment
@@ -185,6 +185,9 @@ class ExperimentConfig(BaseModel):
     blocks: BlocksConfig = BlocksConfig()
     budget: BudgetConfig | None = None
     policy: Path = Path("configs/policy/default.yaml")  # load_experiment: the packaged default
+    # Set by ``abserve.ledger.baseline.resolve_accepted`` on an arm ``from: accepted``:
+    # {name, run_id, arm, config_name}, for the run's provenance (``accepted_baseline``).
+    _accepted_baseline: dict[str, str] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check_arms(self) -> ExperimentConfig:
@@ -229,6 +232,15 @@ class ExperimentConfig(BaseModel):
     def compose(self) -> bool:
         """Whether ``docker compose`` runs this experiment (its router names the arms' URLs)."""
         return "arms" in self.router
+
+    @property
+    def accepted_baseline(self) -> dict[str, str] | None:
+        """The accepted release an arm ``from: accepted`` was resolved to (None: no such arm)."""
+        return self._accepted_baseline
+
+    def from_ledger(self) -> dict[str, ArmConfig]:
+        """The arms still to take their build from the ledger (``from: accepted``)."""
+        return {name: arm for name, arm in self.arms.items() if arm.from_ is not None}
 
     @property
     def baseline(self) -> str:

@@ -16,7 +16,9 @@ Two promises keep the stores and reports of earlier versions working:
 
 Who writes what: ``abserve.launch.provenance.run_provenance`` (versions, hashes, seeds, host,
 load plan, blocks), the orchestrator (``sequential``, ``arm_death``, each block's
-``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``),
+``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``), ``run_provenance`` also
+each arm as configured (``arm_configs``) and the accepted release a baseline came from
+(``accepted_baseline``, ``abserve.ledger.baseline``),
 the compose target (``arm_environment``: each arm's worker settings; ``load``, how a load
 ended, in stores of earlier compose runs), ``Store.resume_run`` (``router_restarts``) and the
 router when it creates the run
@@ -171,3 +173,8 @@ class RunProvenance(ProvenanceRecord):
     load: dict[str, Any] | None = None  # how the load ended (earlier compose runs' stores)
     router_restarts: list[RouterRestart] = Field(default_factory=list)
     combined_from: list[str] = Field(default_factory=list)  # abserve combine: the block runs
+    # Each arm as the experiment configured it (``ArmConfig.recorded``): what ``abserve accept``
+    # keeps so an arm ``from: accepted`` starts the same build again (``abserve.ledger``).
+    arm_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The accepted release an arm ``from: accepted`` ran: {name, run_id, arm, config_name}.
+    accepted_baseline: dict[str, Any] | None = None

@@ -180,7 +180,7 @@ def test_make_run_default_config_decides_and_says_why_it_stopped(tmp_path: Path)
     assert arms["b"]["proven_lookup"] == "bisect"
     assert report["equality_verdict"]["outcome"] != "inconclusive"
     assert f"verdict: {report['verdict'].upper()}" in output
-    for name in ("report.html", "report.md", "junit.xml"):
+    for name in ("report.html", "report.md", "junit.xml", "glossary.html"):
         assert (out / name).is_file()
     for arm in ("a", "b"):  # the lookup's work per images bucket, counted inside the servers
         tele = arms[arm]["telemetry"]

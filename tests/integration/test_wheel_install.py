@@ -30,7 +30,7 @@ from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
-COPIED = ("pyproject.toml", "README.md", "service", "configs")
+COPIED = ("pyproject.toml", "README.md", "service", "configs", "docs")  # docs: the glossary
 TORCH_HOOK = "zzz_abserve_torch_compat.pth"
 # Where the installed package finds its module, configs, locustfile, a profile and a config's policy.
 PROBE = """
@@ -150,6 +150,7 @@ def test_plan_and_report_with_packaged_policies(venv: Path, outside: Path) -> No
     assert "policy: gpu (--policy)" in report.stdout
     assert (outside / "out" / "report.html").is_file()
     assert (outside / "out" / "report.json").is_file()
+    assert 'id="hl"' in (outside / "out" / "glossary.html").read_text()  # packaged docs/glossary.md
     found = abserve(venv, outside, "report", "r2", "--db", url, "--out", "out2")  # the recorded policy
     assert found.returncode in (0, 1, 2), found.stdout + found.stderr
     assert "policy: cpu-default from " in found.stdout

@@ -87,6 +87,9 @@ NOT_FOR_COMPOSE = {
     "api_key_env": "compose arms are its own services on an internal network, without keys",
     "mutant_env": "docker-compose.yml passes a mutant's name only (ABSERVE_MUTANT_<ARM>), with "
                   "its default settings; tune a mutant with `abserve run`",
+    "from": "compose builds each arm's image before any store is read, so it cannot take an arm "
+            "from the ledger: name the accepted build's image (image: REF), or run the config with "
+            "`abserve run`",
     "env": "docker-compose.yml passes one environment to every arm (x-vllm-env); put the "
            f"variable under server.env (one of {sorted(PASSED_ENV)}), express the change as a vLLM "
            "flag in the arm's args:, bake it into the arm's image:, or run the config with "

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from abserve import exit_codes
+from abserve.report.summary_file import LINK_BASE_HELP, SUMMARY_HELP, SummaryTarget, write_problem
+from abserve.report.summary_file import target as target_of
 
 
 def build_model(
@@ -50,6 +52,8 @@ def run(
     db: Annotated[str | None, typer.Option(
         "--db", envvar="ABSERVE_DATABASE_URL",
         help="Store URL (default: SQLite in --out; PostgreSQL: postgresql+psycopg://...).")] = None,
+    summary_md: Annotated[Path | None, typer.Option("--summary-md", help=SUMMARY_HELP)] = None,
+    summary_link_base: Annotated[str | None, typer.Option("--summary-link-base", help=LINK_BASE_HELP)] = None,
 ) -> None:
     """Start the arms, prove them, drive load through the router in rounds, judge, report."""
     from rich.console import Console
@@ -61,21 +65,28 @@ def run(
     from abserve.launch.run_paths import LoadStopped, RunRefused
 
     console = Console()
+    summary: SummaryTarget | None = None
+
+    def stopped(what: str, message: str, code: int) -> typer.Exit:
+        console.print(f"[bold red]{what}:[/] {message}")
+        if summary is not None:  # the CI job's summary says why there is no report
+            write_problem(summary, "run", what, message, code)
+        return typer.Exit(code)
+
     try:
+        summary = target_of(summary_md, summary_link_base)
         if target not in TARGETS:
             raise ValueError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
         limits = parse_budget(budget) if budget else None
-        code = run_experiment(load_experiment(config), config, out, console, limits,
-                              target=target, run_id=run_id, database_url=db or None)
+        code = run_experiment(load_experiment(config), config, out, console, limits, target=target,
+                              run_id=run_id, database_url=db or None, summary=summary)
     except (ValueError, RunRefused) as exc:
-        console.print(f"[bold red]run refused:[/] {exc}")
-        raise typer.Exit(exit_codes.USAGE) from exc
+        raise stopped("run refused", str(exc), exit_codes.USAGE) from exc
     except RunError as exc:
-        console.print(f"[bold red]run failed:[/] {exc}")
-        raise typer.Exit(exc.exit_code if isinstance(exc, LoadStopped) else EXIT_INVALID) from exc
+        raise stopped("run failed", str(exc),
+                      exc.exit_code if isinstance(exc, LoadStopped) else EXIT_INVALID) from exc
     except KeyboardInterrupt:
-        console.print("[bold red]interrupted[/]: every started process was stopped; the run is invalid")
-        raise typer.Exit(130) from None
+        raise stopped("interrupted", "every started process was stopped; the run is invalid", 130) from None
     raise typer.Exit(code)
 
 
@@ -150,6 +161,12 @@ def check(
         "--env-file", help="With --gpu: the compose env file with the GPU placement "
                            "(ABSERVE_GPU_*; default .env if present; the shell's environment "
                            "wins, as in compose).")] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", help="The run's folder, whose store an arm `from: accepted` is read from "
+                      "(as `abserve run --out`).")] = Path("runs/latest"),
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar="ABSERVE_DATABASE_URL", show_envvar=False,
+        help="Store URL an arm `from: accepted` is read from (default: SQLite in --out).")] = None,
 ) -> None:
     """Check an experiment without starting a server: the file, every arm (interpreters and the
     environments an arm asks abserve to create, vLLM's own parser over each arm's flags,
@@ -166,14 +183,19 @@ def check(
     from abserve.launch.arm_servers import full_argv
     from abserve.launch.orchestrator import ensure_model
     from abserve.launch.rounds import preflight_report
+    from abserve.launch.run_paths import RunPaths
+    from abserve.ledger.baseline import resolve_accepted
 
     try:
-        experiment = load_experiment(config)
+        experiment = resolve_accepted(load_experiment(config), RunPaths(out, db).database_url)
         _, _, reach = preflight_report(experiment, None)  # the policy against the planned traffic
         facts = check_arms(experiment, full_argv(experiment, ensure_model(experiment)))
     except (ValueError, RuntimeError) as exc:
         typer.echo(f"check refused: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from None
+    if (accepted := experiment.accepted_baseline) is not None:
+        typer.echo(f"arm {experiment.baseline}: the build of accepted release {accepted['name']!r} "
+                   f"(run {accepted['run_id']}, arm {accepted['arm']})")
     for name, arm in experiment.arms.items():
         fact = facts[name]
         typer.echo(f"arm {name}: {arm.kind}, {arm.role}, vLLM {fact.vllm_version or 'own'}, "

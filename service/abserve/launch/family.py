@@ -6,8 +6,8 @@ candidate nothing here is used and the two-arm path is unchanged. The sign-off w
 candidate's full report (the usual four files, judged at its Holm level) under
 ``OUT/vs-<candidate>/`` and, at the top of ``OUT``, the family's ``report.md`` (verdict, the
 correction stated, one line per candidate, which arm is best per images-per-request bucket,
-every arm's provenance), ``report.json`` and ``junit.xml`` (one test case per candidate). Those
-two are rendered by ``abserve.report.family_md``; this module judges and writes.
+every arm's provenance), ``report.json`` and ``junit.xml`` (a verdict case, one per
+candidate). Those two are rendered by ``abserve.report.family_md``; this module judges and writes.
 """
 
 from __future__ import annotations

@@ -52,8 +52,11 @@ from abserve.launch.run_guard import exclusive_run, sigterm_as_interrupt
 from abserve.launch.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.launch.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.launch.watch import ArmDeath, ArmDied, watch_arms
+from abserve.ledger.baseline import resolve_accepted
+from abserve.ledger.book import record_family_signoff
 from abserve.provenance_records import BlockRecord
 from abserve.records import RunInfo
+from abserve.report.summary_file import SummaryTarget
 from abserve.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
 
 EXIT_INVALID = 3
@@ -317,7 +320,7 @@ def start_arms(config: ExperimentConfig, paths: RunPaths, pool: ArmPool, target:
 def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console,
                    budget: BudgetConfig | None = None, pool: ArmPool | None = None,
                    target: str = "local", run_id: str | None = None,
-                   database_url: str | None = None) -> int:
+                   database_url: str | None = None, summary: SummaryTarget | None = None) -> int:
     """Run the whole experiment; return the report's exit code (3 when the run is invalid).
 
     With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
@@ -326,12 +329,13 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     leave theirs to later ones (``abserve.launch.arm_pool``). ``target``: where the arms run,
     ``local`` processes (and ``url:`` endpoints) or ``compose`` services
     (``abserve.launch.compose_target``); ``run_id`` and ``database_url`` name the run and its
-    store (default: a new id, SQLite in ``out``).
+    store (default: a new id, SQLite in ``out``); ``summary``: ``--summary-md`` (``write_signoff``).
 
     A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
     started and is marked ``interrupted`` in the store, so any report of it is invalid.
     """
     try:
+        config = resolve_accepted(config, RunPaths(out, database_url).database_url)  # a: {from: accepted}
         policy, rounds, reach = preflight_report(config, budget)
     except ValueError as exc:
         raise RunRefused(str(exc)) from exc
@@ -382,7 +386,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
                           died=died, facts=facts)
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
-                         judging_roles(config, policy), family_of(config))
+                         judging_roles(config, policy), family_of(config), summary)
 
 
 REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
@@ -405,21 +409,27 @@ def mark_interrupted(database_url: str, run_id: str) -> None:
 
 
 def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,
-                  policy: Policy | None = None, family: Family | None = None) -> int:
+                  policy: Policy | None = None, family: Family | None = None,
+                  summary: SummaryTarget | None = None) -> int:
     """Judge the stored run, write the report files, print the verdict; return its exit code.
 
     ``policy``: the policy read from ``policy_path`` with the arm roles this experiment has.
-    ``family``: several candidates, each judged against the baseline with Holm's correction."""
+    ``family``: several candidates, each judged against the baseline with Holm's correction.
+    ``summary``: also append the first screen as Markdown (``abserve.report.summary_file``)."""
     from abserve.report.commands import build_report
+    from abserve.report.summary_file import write_family, write_run
 
     if family is not None and policy is not None:
         judged = write_family_signoff(db, run_id, policy, policy_path, family, out)
+        record_family_signoff(db, run_id, judged, out)  # the ledger's entry: the family's verdict
         console.print(f"{judged.correction}")
         for name, line in judged.candidates.items():
             console.print(f"  {judged.baseline} vs {name}: {line.verdict.upper()} (alpha {line.alpha:.4g}) "
                           f"{out / f'vs-{name}' / 'report.html'}")
         console.print(f"verdict: [bold]{judged.verdict.upper()}[/] (exit {judged.exit_code}) "
                       f"{out / 'report.md'}")
+        if summary is not None:
+            console.print(f"  summary appended to {write_family(summary, judged, run_id, out)}")
         return judged.exit_code
 
     report = build_report(db, run_id, out, policy_path, policy=policy)
@@ -427,4 +437,6 @@ def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: C
     console.print(f"verdict: [bold {colour}]{report.verdict.upper()}[/] (exit {report.exit_code})")
     for path in (report.html, report.markdown, report.json, report.junit):
         console.print(f"  {path}")
+    if summary is not None and report.judgment is not None:
+        console.print(f"  summary appended to {write_run(summary, report.judgment, out)}")
     return report.exit_code

@@ -160,8 +160,11 @@ def _profile_file(profile: str) -> Path | None:
 def start_provenance(config: ExperimentConfig, policy: Policy) -> RunProvenance:
     """What the run records as it is created: the policy it is judged with (arm roles
     included), the file it was read from and that file's SHA-256."""
-    return RunProvenance(policy=policy.model_dump(mode="json"), policy_file=str(config.policy),
-                         policy_sha256=file_sha256(config.policy) if config.policy.exists() else None)
+    provenance = RunProvenance(policy=policy.model_dump(mode="json"), policy_file=str(config.policy),
+                               policy_sha256=file_sha256(config.policy) if config.policy.exists() else None)
+    if config.accepted_baseline is not None:  # an arm from the ledger: the report names it
+        provenance.accepted_baseline = config.accepted_baseline
+    return provenance
 
 
 def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | None,
@@ -170,6 +173,7 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
     placement of every arm; ``abserve.launch.blocks.block_record``)."""
     traffic = [_profile_file(item.profile) for item in config.load.profiles]
     profiles = {path.stem: file_sha256(path) for path in traffic if path is not None}
+    ledger = {"accepted_baseline": config.accepted_baseline} if config.accepted_baseline else {}
     return RunProvenance(
         abserve_version=abserve.__version__,
         git_commit=git_commit(),
@@ -188,4 +192,6 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
         blocks=blocks or [],
         block_design=config.blocks.model_dump(),
         recorded_at=time.time(),
+        arm_configs={name: arm.recorded() for name, arm in config.arms.items()},
+        **ledger,
     )

@@ -74,6 +74,7 @@ class MachineFacts(BaseModel):
 
     host: str | None = None
     cpus: int | None = None
+    memory_gib: float | None = None
     gpu: str | None = None
     neighbours: list[str] = Field(default_factory=list)  # the report's foreign-load sentences
 
@@ -100,6 +101,7 @@ class LedgerEntry(BaseModel):
     ci: CIFacts = Field(default_factory=CIFacts)
     report_dir: str | None = None  # absolute path of the report files when written
     accepted_from: str | None = None  # the accepted run whose build was this run's baseline
+    accepted_name: str | None = None  # that release's name (``abserve accept --as NAME``)
 
     def arm(self, role: str) -> ArmBuild | None:
         """The first arm with ``role`` (``baseline`` / ``candidate``)."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
-from abserve.compare.model import BreakdownRow
+if TYPE_CHECKING:
+    from abserve.compare.model import BreakdownRow
 
 T = TypeVar("T")
 MAX_ROWS = 60  # rows of a table that grows with the run (rounds of the sequential log)

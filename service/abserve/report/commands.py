@@ -6,8 +6,9 @@ four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclus
 marginal, 3 invalid); 4 means the report could not be made (unknown run, unreadable store or
 policy). Without ``--db`` the store holding RUN_ID is found under ``--runs`` (``runs/``);
 without ``--policy`` the policy the run was judged with is used (``abserve.report.locate``);
-the command says which store and policy it used. ``abserve plan RUN_ID`` finds its store and
-policy the same way.
+the command says which store and policy it used. ``--summary-md FILE`` also appends the first
+screen as Markdown for a CI job (``abserve.report.summary_file``). ``abserve plan RUN_ID`` finds
+its store and policy the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from abserve import exit_codes
+from abserve.report.summary_file import LINK_BASE_HELP, SUMMARY_HELP
 from abserve.units import ms
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ def build_report(
 ) -> ReportPaths:
     """Judge ``run_id`` (and ``baseline_id``) from the store at ``db`` and write the report
     (under ``policy`` when given, else the one read from ``policy_path``)."""
+    from abserve.ledger.book import record_signoff
     from abserve.report import write_report
 
     policy = policy or _policy(policy_path)
@@ -89,7 +92,9 @@ def build_report(
         judgment, evidence = judge_with_evidence(store, run_id, policy)
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
     judgment.provenance["judged_by"] = judged_by()
-    return write_report(judgment, out, baseline=baseline, exchanges=evidence)
+    paths = write_report(judgment, out, baseline=baseline, exchanges=evidence)
+    record_signoff(db, judgment, out)  # the run's ledger entry; never fails the report
+    return paths
 
 
 def store_location(run_id: str, db: str | None, runs: Path) -> tuple[str, Path | None, str]:
@@ -149,18 +154,26 @@ def report(
         "--policy", help="Policy YAML (default: the policy the run was judged with).")] = None,
     runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
         "runs"),
+    summary_md: Annotated[Path | None, typer.Option("--summary-md", help=SUMMARY_HELP)] = None,
+    summary_link_base: Annotated[str | None, typer.Option("--summary-link-base", help=LINK_BASE_HELP)] = None,
 ) -> None:
-    """Judge RUN_ID and write report.html, report.md, report.json and junit.xml into OUT."""
+    """Judge RUN_ID and write report.html, report.md, report.json and junit.xml into OUT
+    (and, with --summary-md, the first screen as Markdown for a CI job)."""
+    from abserve.report.summary_file import target, write_run
+
     try:
+        summary = target(summary_md, summary_link_base)
         url, chosen, where = locate(run_id, db, policy, runs)
         typer.echo(where)
         paths = build_report(url, run_id, out, DEFAULT_POLICY, baseline, policy=chosen)
-    except ReportError as exc:
+    except (ReportError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(USAGE_ERROR) from exc
     typer.echo(f"verdict: {paths.verdict} (exit {paths.exit_code})")
     for p in (paths.html, paths.markdown, paths.json, paths.junit):
         typer.echo(f"wrote {p}")
+    if summary is not None and paths.judgment is not None:
+        typer.echo(f"summary appended to {write_run(summary, paths.judgment, out)}")
     raise typer.Exit(paths.exit_code)
 
 

@@ -3,8 +3,8 @@
 ``abserve.launch.family`` judges the family and writes these at the top of ``OUT`` beside each
 candidate's full report under ``OUT/vs-<candidate>/``. The Markdown states the verdict, the
 multiplicity correction, one line per candidate, which arm is best per images-per-request
-bucket and every arm's provenance; the JUnit has one test case per candidate (the one JUnit
-writer, ``abserve.report.junit``). Pure: models in, text out.
+bucket and every arm's provenance; the JUnit has a verdict case and one case per candidate
+(the one JUnit writer, ``abserve.report.junit``). Pure: models in, text out.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from abserve.report.junit import Case, junit_suite
+from abserve.report.junit import Case, junit_suite, verdict_case
 from abserve.units import ms
 
 if TYPE_CHECKING:
@@ -63,8 +63,10 @@ def family_markdown(judged: FamilyJudgment, run: RunInfo) -> str:
 
 
 def family_junit(judged: FamilyJudgment, run_id: str) -> str:
-    """One JUnit test case per candidate (``report/junit.py``: only a pass is green)."""
-    cases = [Case(f"{judged.baseline} vs {name}", line.verdict,
-                  f"at alpha {line.alpha:.4g}: {'; '.join(line.reasons)}")
-             for name, line in judged.candidates.items()]
+    """The family's ``verdict`` case, then one per candidate, each critical (``report/junit.py``:
+    only a pass is green; each candidate's own gates are in its ``vs-<candidate>/junit.xml``)."""
+    cases = [verdict_case(judged.verdict, judged.reasons)]
+    cases += [Case(f"{judged.baseline} vs {name}", line.verdict,
+                   f"at alpha {line.alpha:.4g}: {'; '.join(line.reasons)}")
+              for name, line in judged.candidates.items()]
     return junit_suite("abserve family", f"abserve.{run_id}", cases)

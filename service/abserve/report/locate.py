@@ -25,8 +25,7 @@ from pathlib import Path
 from abserve.compare import Policy, PolicyError, load_policy
 from abserve.packaged import packaged_root
 from abserve.provenance_records import RunProvenance
-
-MAX_DEPTH = 4
+from abserve.store.found import sqlite_files
 
 
 class LocateError(RuntimeError):
@@ -48,13 +47,6 @@ def _holds(db: Path, run_id: str) -> bool:
     except sqlite3.Error:
         return False  # not an abserve store (or unreadable): not a candidate
     return row is not None
-
-
-def sqlite_files(root: Path) -> list[Path]:
-    found: list[Path] = []
-    for depth in range(MAX_DEPTH + 1):
-        found += sorted(p for p in root.glob("/".join(["*"] * depth + ["*.db"])) if p.is_file())
-    return found
 
 
 def find_store(run_id: str, runs: Path) -> Path:

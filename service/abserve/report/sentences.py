@@ -215,16 +215,29 @@ def invalid_sentences(j: Judgment) -> list[Sentence]:
     ]
 
 
+def accepted_sentences(j: Judgment) -> list[Sentence]:
+    """Which accepted release the baseline is, when its arm came ``from: accepted`` (``abserve.ledger``)."""
+    accepted = j.provenance.get("accepted_baseline")
+    if not isinstance(accepted, dict):
+        return []
+    text = (f"The baseline is accepted release {accepted.get('name')}: the build of arm "
+            f"{accepted.get('arm')} of run {accepted.get('run_id')}.")
+    return [Sentence(text, "#arms-section", "the arms", "Arms", "open")]
+
+
 def first_screen(j: Judgment) -> list[Sentence]:
-    """The 3-5 sentences under the verdict, in reading order, the stop rule last."""
+    """The 3-5 sentences under the verdict, in reading order, the stop rule last (the accepted
+    release a baseline came from first, when it did)."""
     stop, decided = stop_sentence(j)
     stop_s = Sentence(stop, "#run-facts", "how the run stopped", "How the run stopped",
                       "pass" if decided and not j.invalid_reasons else "open")
     if j.invalid_reasons:
-        return [*invalid_sentences(j), stop_s]
+        return [*accepted_sentences(j), *invalid_sentences(j), stop_s]
     unpaired = unpaired_statement(j)
-    out = [] if unpaired is None else [Sentence(unpaired, "#run-facts", "how the runs were compared",
-                                                "How the run stopped", "open")]
+    out = [*accepted_sentences(j)]
+    if unpaired is not None:  # abserve compare: saved runs, weaker than a paired run
+        out.append(Sentence(unpaired, "#run-facts", "how the runs were compared", "How the run stopped",
+                            "open"))
     out.append(equality_sentence(j))
     gates = [m for m in j.metrics if m.critical and m.kind == "shift"]
     gates.sort(key=lambda m: m.outcome == "pass")  # what is not passing is said first

@@ -204,12 +204,16 @@ def _y_axis(lo: float, hi: float, sy: tuple[float, float], height: int, label: s
 
 
 def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y_label: str,
-               x_label: str = "pairs seen (n)", color: str = COLORS[0], height: int = HEIGHT) -> Markup:
+               x_label: str = "pairs seen (n)", color: str = COLORS[0], height: int = HEIGHT,
+               legend: str = "anytime-valid band, estimate", tip: str = "n=",
+               points_are: str = "looks") -> Markup:
     """An estimate and its band at every look against pairs seen, with reference lines.
 
     The band is the anytime-valid interval at each look (shaded), the estimate a line with a
     dot per look; every reference (the allowance, a claim, zero) is a dashed horizontal line
-    labelled at its right end. Needs at least two points (``empty`` otherwise).
+    labelled at its right end. Needs at least two points (``empty`` otherwise). ``legend`` says
+    what the band is, ``tip`` starts each dot's tooltip and ``points_are`` names the points (the
+    ledger's trend: one point a sign-off).
     """
     pts = [p for p in points if all(math.isfinite(v) for v in (p.n, p.estimate, p.low, p.high))]
     if len(pts) < 2:
@@ -255,11 +259,11 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
     for p in [*pts[:-1:step], pts[-1]]:
         cx, cy = xy(p.n, p.estimate).split(",")
         body.append(
-            f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"><title>n={p.n:.0f}: '
+            f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"><title>{escape(tip)}{p.n:.0f}: '
             f"{escape(_fmt(p.estimate))} [{escape(_fmt(p.low))}, {escape(_fmt(p.high))}]</title></circle>"
         )
     body.append(f'<rect x="{PAD_L}" y="{height - 16}" width="10" height="10" fill="{color}" '
                 'fill-opacity="0.3"/>')
-    drawn = "" if len(pts) == looks else f" ({len(pts)} of {looks:,} looks drawn, evenly spaced)"
-    body.append(_text(PAD_L + 14, height - 7, "anytime-valid band, estimate" + drawn, "start", 10))
+    drawn = "" if len(pts) == looks else f" ({len(pts)} of {looks:,} {points_are} drawn, evenly spaced)"
+    body.append(_text(PAD_L + 14, height - 7, legend + drawn, "start", 10))
     return _svg(body, title, height)

@@ -1,11 +1,12 @@
 """Write a judgment as ``report.html``, ``report.md``, ``report.json`` and ``junit.xml``.
 
 The HTML is one self-contained file (inline CSS and SVG, no script, no network). The JSON is the
-``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit:
-one test case per gate (``report/junit.py``): only a pass is green; ``fail``, ``marginal``,
-``inconclusive`` and ``unstable`` are failures and ``invalid`` an error, each with its reason,
-so a CI dashboard never shows as passed what the exit code (0 pass, 1 fail, 2 inconclusive,
-marginal or unstable, 3 invalid) did not.
+``Judgment`` model itself plus a ``summary`` digest (``abserve.report.views.summary``). JUnit
+(``report/junit.py``): a ``verdict`` case, red unless the verdict is pass, then one case per
+gate: a critical gate that did not pass is a failure, ``invalid`` an error, a reported
+(non-critical) gate that did not pass is skipped, each with its reason, so a CI dashboard shows
+red or green exactly as the exit code (0 pass, 1 fail, 2 inconclusive, marginal or unstable,
+3 invalid) says.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -23,27 +24,23 @@ from markupsafe import Markup
 
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.records import Exchange
-from abserve.report import capped, effect, evidence, sentences, svg, views
-from abserve.report.junit import Case, junit_suite
+from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
+from abserve.report.junit import Case, junit_suite, verdict_case
 from abserve.units import ms
 
 
 @dataclass(frozen=True)
 class ReportPaths:
-    """Where each report file was written, and the exit code of the verdict."""
+    """Where each report file was written, the exit code of the verdict and the judgment."""
 
     html: Path
     markdown: Path
     json: Path
     junit: Path
+    glossary: Path  # glossary.html, the report's terms explained (report/glossary.py)
     verdict: str
     exit_code: int
-
-
-def slug(heading: str) -> str:
-    """The anchor a Markdown renderer (GitHub's) gives a heading: lower case, words joined by -."""
-    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
-    return kept.strip().replace(" ", "-")
+    judgment: Judgment | None = field(default=None, repr=False, compare=False)
 
 
 def _env() -> Environment:
@@ -62,7 +59,8 @@ def _env() -> Environment:
     env.filters["cells"] = views.cells
     env.filters["drift"] = views.drift_sentence
     env.filters["first_last"] = views.first_last
-    env.filters["slug"] = slug
+    env.filters["slug"] = glossary.slug
+    env.filters["term"] = glossary.term_link  # glossary.html#<term>, checked against the glossary
     env.filters["listed"] = capped.first
     env.filters["cut_lists"] = capped.long_lists_cut
     return env
@@ -164,20 +162,23 @@ def _finite_dump(value: object) -> object:
 
 
 def junit_xml(j: Judgment) -> str:
-    """One test case per gate, plus one for the run's validity (``report/junit.py``)."""
-    cases = [Case("validity", "invalid" if j.invalid_reasons else "pass",
+    """One test case for the verdict, one for the run's validity, one per gate: critical gates
+    and the verdict decide red or green, a reported gate that did not pass is skipped with its
+    reason (``report/junit.py``)."""
+    cases = [verdict_case(j.verdict, j.reasons),
+             Case("validity", "invalid" if j.invalid_reasons else "pass",
                   "; ".join(j.invalid_reasons) or "valid")]
-    if j.equality_verdict is not None:
-        cases.append(Case("equality", j.equality_verdict.outcome, j.equality_verdict.reason))
-    cases += [Case(m.name, m.outcome, m.reason) for m in j.metrics]
+    if (eq := j.equality_verdict) is not None:
+        cases.append(Case("equality", eq.outcome, eq.reason, eq.critical))
+    cases += [Case(m.name, m.outcome, m.reason, m.critical) for m in j.metrics]
     return junit_suite(f"abserve.{j.run_id}", f"abserve.{j.run_id}", cases)
 
 
 def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | None = None,
                  exchanges: Mapping[str, Exchange] | None = None) -> ReportPaths:
-    """Write the four report files into ``out_dir`` (created); ``baseline`` adds a side-by-side;
-    ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``) lets the report
-    show each mismatching request's outputs side by side."""
+    """Write the four report files and the glossary into ``out_dir`` (created); ``baseline`` adds
+    a side-by-side; ``exchanges`` (request id -> stored exchange, at least ``evidence.wanted``)
+    lets the report show each mismatching request's outputs side by side."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -207,8 +208,10 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         markdown=out / "report.md",
         json=out / "report.json",
         junit=out / "junit.xml",
+        glossary=out / glossary.FILE,
         verdict=judgment.verdict,
         exit_code=judgment.exit_code,
+        judgment=judgment,
     )
     paths.html.write_text(env.get_template("report.html.j2").render(**context), encoding="utf-8")
     paths.markdown.write_text(env.get_template("report.md.j2").render(**context), encoding="utf-8")
@@ -222,4 +225,14 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         json.dump(payload, f, indent=1, sort_keys=True, allow_nan=False)
         f.write("\n")
     paths.junit.write_text(junit_xml(judgment), encoding="utf-8")
+    write_glossary(out, env)
     return paths
+
+
+def write_glossary(out_dir: str | Path, env: Environment | None = None) -> Path:
+    """Write ``glossary.html`` (the report's terms, from ``docs/glossary.md``) into ``out_dir``."""
+    title, body, _ = glossary.rendered()
+    path = Path(out_dir) / glossary.FILE
+    path.write_text((env or _env()).get_template("glossary.html.j2").render(title=title, body=body),
+                    encoding="utf-8")
+    return path

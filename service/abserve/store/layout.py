@@ -7,6 +7,10 @@ through the v1 reader, ``abserve.store.store.exchange_from_row``). The step is i
 (the column is added only where absent, then the version recorded), so a process killed
 between the two, or two processes opening one store at once, leave a store the next open
 finishes. A store of a version this code does not know is refused, never guessed at.
+
+Tables added since without changing an existing one (the release ledger's ``abserve_ledger``
+and ``abserve_accepted``) need no version step: ``metadata.create_all`` creates what a store
+lacks each time it opens, so an older store gains them and keeps its runs.
 """
 
 from __future__ import annotations

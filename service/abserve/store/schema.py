@@ -18,6 +18,12 @@ Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``)
   with ``Infinity``/``NaN`` constants, which JSON/JSONB columns would refuse. (pydantic-core
   rather than the json module: ~4x faster, and the writer thread holds the GIL the router
   also needs.) A v1 store gains the ``tokens`` column when opened (``abserve.store.layout``).
+- ``abserve_ledger``: the release ledger, one entry per reported run (``abserve.ledger``: written
+  with every report, replaced when the run is reported again; the entry is a JSON document, its
+  config name, verdict and exit code also columns to filter on). ``abserve_accepted``: each
+  ``abserve accept``, one row per accepted build (no foreign key: an accepted build outlives its
+  run). Both are created when a store opens, so a store written before them gains them (no
+  version step: the tables are new, nothing in the old ones changes).
 
 Engine: SQLite gets WAL (readers never block the writer thread and a killed writer never
 leaves a torn database), ``synchronous=NORMAL`` (in WAL mode a commit is in the WAL file

@@ -273,6 +273,7 @@ def test_the_service_image_installs_the_service_extra() -> None:
     assert "FROM ${PYTHON_IMAGE}" in text
     assert '["optional-dependencies"]["service"]' in text  # dependencies first, then the code
     assert 'pip install $PIP_OPTIONS --no-deps --no-build-isolation -e "/app[service]"' in text
+    assert "COPY docs/glossary.md /app/docs/glossary.md" in text  # the reports' glossary.html
     assert "USER abserve" in text
 
 

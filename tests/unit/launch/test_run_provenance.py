@@ -58,7 +58,9 @@ def test_a_run_records_typed_provenance_with_the_dict_era_keys(tmp_path: Path) -
     assert back is not None
     written = json.loads(str(text))
     dict_era = [k for k in json.loads(DICT_ERA.read_text()) if k not in ("router_restarts", "future_key")]
-    assert list(written) == dict_era
+    assert list(written) == [*dict_era, "arm_configs"]  # the ledger's key: each arm as configured
+    assert written["arm_configs"] == {name: arm.recorded() for name, arm in config.arms.items()}
+    assert written["arm_configs"]["b"] == {"role": "candidate", "lookup": "bisect", "cpus": [0]}
     assert written["blocks"][0]["neighbours"] == facts
     assert written["host"]["cpus"]
     assert written["seeds"] == {"load": config.load.seed, "server": config.server.seed}

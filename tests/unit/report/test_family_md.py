@@ -28,12 +28,13 @@ def test_the_markdown_has_one_line_per_candidate_and_shifts_in_signed_ms() -> No
     assert "| -2.000 [-2.000, -2.000] | **h** (clear) |" in md
 
 
-def test_the_junit_has_one_case_per_candidate_only_a_pass_green() -> None:
+def test_the_junit_has_the_verdict_and_one_case_per_candidate_only_a_pass_green() -> None:
     _, family = judged()
     suite = ET.fromstring(family_junit(family, "r1").split("\n", 1)[1])
-    assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == ("abserve family", "3", "1")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == ("abserve family", "4", "2")
     cases = {c.get("name"): c for c in suite}
-    assert set(cases) == {"a vs b", "a vs c", "a vs h"}
+    assert set(cases) == {"verdict", "a vs b", "a vs c", "a vs h"}
+    assert cases["verdict"].find("failure") is not None  # the family fails: c is slower
     assert cases["a vs c"].find("failure") is not None
     assert cases["a vs b"].find("failure") is None
     assert cases["a vs b"].find("error") is None

@@ -53,7 +53,8 @@ def test_report_exit_code_and_files(db: str, tmp_path: Path, run_id: str, code: 
     assert prov["judged_by"]["abserve_version"]
     assert len(prov["config_sha256"]) == 64
     assert prov["arms"]["b"]["proven_lookup"] == ("bisect" if run_id != "unproven" else None)
-    assert {p.name for p in out.iterdir()} == {"report.html", "report.md", "report.json", "junit.xml"}
+    assert {p.name for p in out.iterdir()} == {"report.html", "report.md", "report.json", "junit.xml",
+                                               "glossary.html"}
 
 
 def test_report_with_baseline_run_side_by_side(db: str, tmp_path: Path) -> None:

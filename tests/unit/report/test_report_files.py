@@ -1,4 +1,4 @@
-"""Report files: all four written, strict JSON that round-trips, JUnit per gate, escaped HTML."""
+"""Report files: all four written, strict JSON that round-trips, JUnit (verdict, gates), escaped HTML."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from tests.support.records_factory import ab_run, arm, position, provenance, run_info
 
 from abserve.compare import Judgment, Policy, judge
+from abserve.compare.policy import MetricRule
 from abserve.report import write_report
 
 SWAP = [1, 2, 3, 99, 98, 97, 96, 95]
@@ -20,10 +21,10 @@ def judged(**kw: object) -> Judgment:
     return judge(run_info(), ab_run(60, **kw), Policy())  # type: ignore[arg-type]
 
 
-def test_all_four_files_and_strict_round_trippable_json(tmp_path: Path) -> None:
+def test_all_five_files_and_strict_round_trippable_json(tmp_path: Path) -> None:
     j = judged(candidate_tokens={4: SWAP})
     paths = write_report(j, tmp_path / "out")
-    for p in (paths.html, paths.markdown, paths.json, paths.junit):
+    for p in (paths.html, paths.markdown, paths.json, paths.junit, paths.glossary):
         assert p.is_file()
         assert p.stat().st_size > 200
     text = paths.json.read_text()
@@ -55,19 +56,41 @@ def test_invalid_run_exits_3_and_junit_reports_an_error(tmp_path: Path) -> None:
     paths = write_report(judge(info, ab_run(60), Policy()), tmp_path)
     assert paths.exit_code == 3
     suite = ET.parse(paths.junit).getroot()
-    assert suite.get("errors") == "1"
-    assert "proved nothing" in (suite.find("testcase/error").get("message") or "")  # type: ignore[union-attr]
+    errors = {c.get("name"): c.find("error") for c in suite.iter("testcase") if c.find("error") is not None}
+    assert set(errors) == {"verdict", "validity"}  # invalid stays an error, never a skip
+    assert suite.get("errors") == "2"
+    assert "proved nothing" in (errors["validity"].get("message") or "")  # type: ignore[union-attr]
 
 
-def test_junit_has_one_case_per_gate_with_failures(tmp_path: Path) -> None:
+def cases_with(suite: ET.Element, child: str) -> set[str | None]:
+    return {c.get("name") for c in suite.iter("testcase") if c.find(child) is not None}
+
+
+def test_junit_has_the_verdict_and_one_case_per_gate_with_failures(tmp_path: Path) -> None:
     j = judged(itl_shift=0.003)
+    assert j.verdict == "fail"
     suite = ET.parse(write_report(j, tmp_path).junit).getroot()
     names = [c.get("name") for c in suite.iter("testcase")]
-    assert names == ["validity", "equality", *[m.name for m in j.metrics]]
-    failed = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
-    assert failed == {m.name for m in j.metrics if m.outcome != "pass"}  # only a pass is green
+    assert names == ["verdict", "validity", "equality", *[m.name for m in j.metrics]]
+    failed = cases_with(suite, "failure")
+    critical = {m.name for m in j.metrics if m.outcome != "pass" and m.critical}
+    assert failed == {"verdict"} | critical  # critical gates and the verdict decide red
     assert "tpot.hl" in failed
+    reported = {m.name for m in j.metrics if m.outcome != "pass" and not m.critical}
+    assert cases_with(suite, "skipped") == reported
     assert suite.get("failures") == str(len(failed))
+
+
+def test_a_passing_run_is_green_with_its_reported_gates_skipped(tmp_path: Path) -> None:
+    reported = MetricRule(metric="ttft", allowed_relative=0.0)  # not critical; its interval spans 0
+    j = judge(run_info(), ab_run(60), Policy(metrics=(MetricRule(metric="tpot", critical=True), reported)))
+    ttft = next(m for m in j.metrics if m.name == "ttft.hl")
+    assert (j.verdict, ttft.outcome, ttft.critical) == ("pass", "inconclusive", False)
+    suite = ET.parse(write_report(j, tmp_path).junit).getroot()
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "1")
+    skipped = next(c for c in suite.iter("testcase") if c.get("name") == "ttft.hl").find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == f"inconclusive (not critical): {ttft.reason}"
 
 
 def test_model_text_in_the_html_is_escaped(tmp_path: Path) -> None:
@@ -85,8 +108,11 @@ def test_html_needs_no_network(tmp_path: Path) -> None:
     html = write_report(judged(), tmp_path).html.read_text()
     urls = set(re.findall(r"""(?:src|href)=["']([^"']+)""", html))
     anchors = {u for u in urls if u.startswith("#")}  # links to the evidence on the same page
-    assert urls - anchors <= {"data:,"}
+    terms = {u for u in urls if u.startswith("glossary.html")}  # the glossary written beside it
+    assert urls - anchors - terms <= {"data:,"}
     assert all(f'id="{a[1:]}"' in html for a in anchors)  # each link lands on an element
+    glossary = (tmp_path / "glossary.html").read_text()
+    assert all(f'id="{t.partition("#")[2]}"' in glossary for t in terms if "#" in t)
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)
     assert "<script" not in html
 
