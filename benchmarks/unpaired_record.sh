@@ -8,7 +8,7 @@
 # images, 24 output tokens, temperature 0, the same --seed every run (the same prompts).
 #
 # Usage: benchmarks/unpaired_record.sh OUT "base base base base slow slow"
-# Environment: PROMPTS (40), CONCURRENCY (2), PORT (18300), PY (.venv/bin/python), MODEL.
+# Environment: PROMPTS (40), CONCURRENCY (2), OUTPUT_LEN (24), PORT (18300), PY (.venv/bin/python), MODEL.
 # Writes OUT/<i>-<arm>.json (the bench's saved result) and OUT/logs/. Stops only the servers it
 # started, by PID (each in its own session, ended as a group).
 set -euo pipefail
@@ -16,6 +16,7 @@ OUT=${1:?usage: unpaired_record.sh OUT "ARM ARM ..."}
 ARMS=${2:-"base base base base slow slow"}
 PROMPTS=${PROMPTS:-40}
 CONCURRENCY=${CONCURRENCY:-2}
+OUTPUT_LEN=${OUTPUT_LEN:-24}
 PORT=${PORT:-18300}
 PY=${PY:-.venv/bin/python}
 MODEL=${MODEL:-.abserve/models/tiny-llava}
@@ -59,7 +60,7 @@ for arm in $ARMS; do
     --backend openai-chat --base-url "http://127.0.0.1:$PORT" --endpoint /v1/chat/completions \
     --model tiny-llava --tokenizer "$MODEL" \
     --dataset-name random-mm --num-prompts "$PROMPTS" --seed 7 \
-    --random-input-len 400 --random-output-len 24 --random-range-ratio 0.5 \
+    --random-input-len 400 --random-output-len "$OUTPUT_LEN" --random-range-ratio 0.5 \
     --random-mm-base-items-per-request 2 --random-mm-num-mm-items-range-ratio 0.5 \
     --random-mm-limit-mm-per-prompt '{"image": 3, "video": 0}' \
     --random-mm-bucket-config '{(64, 64, 1): 1.0}' \
