@@ -63,6 +63,7 @@ def _register() -> None:
     report_commands.register(app)
     __import__("abserve.ledger.commands", fromlist=["register"]).register(app)  # abserve accept
     __import__("abserve.ledger.site_cli", fromlist=["register"]).register(app)  # abserve ledger
+    __import__("abserve.saved.commands", fromlist=["register"]).register(app)  # abserve compare
 
 
 _register()

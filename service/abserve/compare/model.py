@@ -225,6 +225,24 @@ class TrendLine(BaseModel):
     intercept: float | None = None  # seconds at zero items: the fitted line (report's effect curve)
 
 
+class UnpairedFacts(BaseModel):
+    """What an unpaired judgment (``abserve compare`` of saved runs) stood on, for the first
+    screen: the sources of each side, how the latency intervals were made, the run-to-run
+    spread assumed or measured, and why equality was not measured (when it was not)."""
+
+    baseline_sources: list[str]
+    candidate_sources: list[str]
+    tools: list[str] = Field(default_factory=list)
+    model: str | None = None
+    design: Literal["single-run", "clustered"]
+    assumed_spread: float  # the policy's saved.run_to_run_spread (relative)
+    measured_spread: dict[str, float] = Field(default_factory=dict)  # gate -> relative, clustered only
+    spread_ratio: dict[str, float] = Field(default_factory=dict)  # metric -> run-to-run / within-run
+    equality_note: str | None = None  # why equality was not measured
+    unmatched: dict[str, int] = Field(default_factory=dict)  # what equality could not match, counted
+    paired_command: str = ""
+
+
 class Judgment(BaseModel):
     """Everything the report shows; ``report.json`` is exactly this model."""
 
@@ -255,6 +273,7 @@ class Judgment(BaseModel):
     neighbours: list[str] = Field(default_factory=list)  # foreign load per core (compare/contamination.py)
     provenance: dict[str, object] = Field(default_factory=dict)
     policy: dict[str, object] = Field(default_factory=dict)
+    unpaired: UnpairedFacts | None = None  # set by ``abserve compare`` (saved runs, not paired)
 
     def lookup(self) -> dict[str, str | None]:
         """Per arm, the lookup mode its server proved (None = unproven)."""

@@ -207,6 +207,20 @@ class PerItemRule(_Strict):
         return f"{self.metric}.per_item"
 
 
+class SavedRule(_Strict):
+    """How ``abserve compare`` judges saved runs of other tools (``abserve.compare.unpaired``).
+
+    ``run_to_run_spread``: the relative difference two runs of ONE build may show in a latency
+    statistic (a bound at the policy's confidence). With one run per side a latency ``fail``
+    must exceed the allowance plus this share of the baseline value, and no gate passes; with
+    repeats on a side the measured spread replaces it. Default 0.12 from the public record:
+    two runs of one vLLM branch differed by 11-12% in mean TTFT (vLLM PR 40631), six identical
+    runs spread 6.9% (benchmarks/unpaired.md).
+    """
+
+    run_to_run_spread: float = Field(default=0.12, ge=0.0)
+
+
 class Policy(_Strict):
     """A complete sign-off policy; its defaults are ``configs/policy/default.yaml``'s.
 
@@ -237,6 +251,7 @@ class Policy(_Strict):
     improvements: tuple[ImprovementRule, ...] = ()
     per_item: tuple[PerItemRule, ...] = ()
     strata: tuple[StratumRule, ...] = ()
+    saved: SavedRule = SavedRule()
     metrics: tuple[MetricRule, ...] = (
         MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
         MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),

@@ -17,6 +17,7 @@ from functools import partial
 
 from abserve.compare.model import Judgment, MetricLine
 from abserve.report.effect import failing_strata
+from abserve.report.unpaired import equality_note, unpaired_statement
 from abserve.report.views import stop_sentence
 from abserve.units import ms, us
 
@@ -69,6 +70,8 @@ def equality_sentence(j: Judgment) -> Sentence:
     base, cand = arm_label(j, "baseline"), arm_label(j, "candidate")
     eq, lines = j.equality_verdict, j.equality
     link = ("#output-equality", "output equality", "Output equality")
+    if (note := equality_note(j)) is not None:
+        return Sentence(note, *link, "open")
     if eq is None or not lines or lines[0].comparable == 0:
         return Sentence(f"No output could be compared between {base} and {cand}, so equality is "
                         "not shown.", *link, "open")
@@ -230,7 +233,12 @@ def first_screen(j: Judgment) -> list[Sentence]:
                       "pass" if decided and not j.invalid_reasons else "open")
     if j.invalid_reasons:
         return [*accepted_sentences(j), *invalid_sentences(j), stop_s]
-    out = [*accepted_sentences(j), equality_sentence(j)]
+    unpaired = unpaired_statement(j)
+    out = [*accepted_sentences(j)]
+    if unpaired is not None:  # abserve compare: saved runs, weaker than a paired run
+        out.append(Sentence(unpaired, "#run-facts", "how the runs were compared", "How the run stopped",
+                            "open"))
+    out.append(equality_sentence(j))
     gates = [m for m in j.metrics if m.critical and m.kind == "shift"]
     gates.sort(key=lambda m: m.outcome == "pass")  # what is not passing is said first
     out += [latency_sentence(j, m) for m in gates[:2]]

