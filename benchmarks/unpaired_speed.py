@@ -40,7 +40,8 @@ def write_bench(path: Path, n: int, seed: int, factor: float) -> None:
     out_lens = rng.integers(8, 41, n)
     ttfts = 0.05 * factor * rng.lognormal(0, 0.3, n)
     with path.open("w") as f:  # written piecewise: the generator itself stays small
-        f.write(f'{{"date": "20261206-000000", "backend": "openai-chat", "model_id": "tiny-llava", "duration": 600.0, "completed": {n}, "ttfts": ')
+        f.write('{"date": "20261206-000000", "backend": "openai-chat", "model_id": "tiny-llava", '
+                f'"duration": 600.0, "completed": {n}, "ttfts": ')
         json.dump(ttfts.tolist(), f)
         itls = [0.01 * factor * rng.lognormal(0, 0.25, k - 1) for k in out_lens]
         f.write(', "itls": [')

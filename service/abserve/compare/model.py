@@ -239,6 +239,7 @@ class UnpairedFacts(BaseModel):
     measured_spread: dict[str, float] = Field(default_factory=dict)  # gate -> relative, clustered only
     spread_ratio: dict[str, float] = Field(default_factory=dict)  # metric -> run-to-run / within-run
     equality_note: str | None = None  # why equality was not measured
+    equality_compared: str = ""  # how matched outputs were compared ("token", "character")
     unmatched: dict[str, int] = Field(default_factory=dict)  # what equality could not match, counted
     paired_command: str = ""
 

@@ -80,6 +80,8 @@ def equality_sentence(j: Judgment) -> Sentence:
     counts = main.summary.counts
     tol = eq.drift_tolerance
     how = ("bitwise, logprobs included" if tol == 0 else f"tokens exactly, logprobs to within {tol:g}")
+    if j.unpaired is not None:  # saved runs: matched by prompt, compared as the tools saved them
+        how = f"matched by prompt, compared by {j.unpaired.equality_compared or 'output'}"
     if k == 0:
         same = counts.get("identical", 0)
         others = n - same

@@ -103,6 +103,7 @@ def _facts(sides: Sides, policy: Policy, shifts: dict[str, UnpairedShift]) -> Un
         tools=sorted({h.tool for h in headers}), model=next((h.model for h in headers if h.model), None),
         design="clustered" if clustered else "single-run", assumed_spread=policy.saved.run_to_run_spread,
         measured_spread=measured, spread_ratio=ratios, equality_note=m.not_measured(),
+        equality_compared="/".join(sorted(m.units)),
         unmatched=unmatched, paired_command=PAIRED_COMMAND)
 
 

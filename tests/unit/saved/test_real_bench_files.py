@@ -38,3 +38,18 @@ def test_the_slow_mutant_fails_and_one_run_per_side_never_passes(tmp_path: Path)
     result = CliRunner().invoke(app, ["compare", "--baseline", BASE1, "--candidate", BASE2,
                                       "--out", str(tmp_path / "aa")])
     assert result.exit_code in (1, 2), result.output  # never a pass; real noise may exceed the 12%
+
+
+def test_aiperf_runs_are_matched_by_prompt_and_said_so(tmp_path: Path) -> None:
+    """AIPerf saves prompts and outputs: equality is measured by prompt, and the first screen
+    says how (not the paired run's "bitwise, logprobs included")."""
+    run1, run2 = (str(FIXTURES / "aiperf" / n) for n in ("run1", "run2"))
+    result = CliRunner().invoke(app, ["compare", "--baseline", run1, "--candidate", run2,
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output  # one run a side: never a pass
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["equality"][0]["comparable"] == 12
+    first = " ".join(s["text"] for s in report["summary"]["sentences"])
+    assert "matched by prompt, compared by character" in first
+    assert "logprobs included" not in first
+    assert "weaker than a paired abserve run" in first
