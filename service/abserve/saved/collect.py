@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abserve.saved.matching import OutputMatcher
-from abserve.saved.sources import open_saved
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
+from abserve.saved.sources import open_saved
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 ITL_KEEP = 200_000  # inter-token gaps kept per run (evenly spaced order statistics beyond)
