@@ -15,7 +15,7 @@ Two promises keep the stores and reports of earlier versions working:
   provenance). No key is free-form by design; extras exist for that compatibility only.
 
 Who writes what: ``abserve.launch.provenance.run_provenance`` (versions, hashes, seeds, host,
-load plan, blocks), the orchestrator (``sequential``, ``arm_death``, each block's
+load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_seen``, each block's
 ``neighbours``), ``abserve.launch.combine`` (GPU rotation blocks, ``combined_from``), ``run_provenance`` also
 each arm as configured (``arm_configs``) and the accepted release a baseline came from
 (``accepted_baseline``, ``abserve.ledger.baseline``),
@@ -125,6 +125,18 @@ class ArmDeathRecord(ProvenanceRecord):
     reason: str | None = None
 
 
+class LoadSeenRecord(ProvenanceRecord):
+    """The load's own records against the store (``launch/load_seen.py``): answers the clients
+    received in full (``seen``, each with the router's request id), how many of those are
+    stored, and the first few request ids that are not."""
+
+    seen: int = 0
+    stored: int = 0
+    missing: int = 0
+    without_id: int = 0  # answers received in full without the router's request id header
+    first_missing: list[str] = Field(default_factory=list)
+
+
 class HostFacts(ProvenanceRecord):
     """The machine the run ran on."""
 
@@ -169,6 +181,8 @@ class RunProvenance(ProvenanceRecord):
     recorded_at: float | None = None
     sequential: SequentialRecord | None = None
     arm_death: ArmDeathRecord | None = None
+    # What the load saw against what was stored; absent where no load records existed.
+    load_seen: LoadSeenRecord | None = None
     arm_environment: dict[str, dict[str, str]] = Field(default_factory=dict)  # compose: worker env
     load: dict[str, Any] | None = None  # how the load ended (earlier compose runs' stores)
     router_restarts: list[RouterRestart] = Field(default_factory=list)

@@ -151,6 +151,9 @@ def invalid_reasons(
     death = run.provenance.arm_death
     if death is not None:  # found by abserve run's watch (launch/watch.py)
         reasons.append(death.reason or f"arm {death.arm!r} died during the run")
+    seen = run.provenance.load_seen
+    if seen is not None and seen.missing:  # the load's own records (launch/load_seen.py)
+        reasons.append(missing_answers(seen.missing, seen.seen))
     load = run.provenance.load
     if load is not None:  # how a load ended, where a run recorded it (stores of earlier compose runs)
         reasons += load_reasons(load, policy.max_error_rate)
@@ -189,6 +192,12 @@ def invalid_reasons(
                 f"({rate:.1%}), above {policy.max_error_rate:.1%}"
             )
     return reasons
+
+
+def missing_answers(missing: int, seen: int) -> str:
+    """The reason a run whose clients received answers the store lacks is invalid."""
+    return (f"{missing} answer{'s' if missing != 1 else ''} the load received "
+            f"{'are' if missing != 1 else 'is'} not in the store ({seen - missing} of {seen} stored)")
 
 
 LOAD_EXITS = {2: "its setup failed", 3: "its error rate passed the load's limit",

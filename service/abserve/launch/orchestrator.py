@@ -30,6 +30,7 @@ from abserve.launch.arm_pool import ArmPool
 from abserve.launch.blocks import Block, apply_placement, block_record, experiment_blocks
 from abserve.launch.compose_target import ComposeServer, compose_servers, server_identity
 from abserve.launch.family import Family, family_of, interim_family, write_family_signoff
+from abserve.launch.load_seen import record_load_seen
 from abserve.launch.looks import IncrementalLooks
 from abserve.launch.neighbours import block_sampler
 from abserve.launch.progress import LiveProgress
@@ -385,6 +386,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     if died is not None:  # judged anyway: the report is INVALID and says which arm and why
         record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
                           died=died, facts=facts)
+    record_load_seen(paths.database_url, run_id, paths.out / "load")  # the router has stopped
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
                          judging_roles(config, policy), family_of(config), summary)
 

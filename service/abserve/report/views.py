@@ -25,6 +25,7 @@ from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
 from abserve.report.effect import failing_strata
 from abserve.report.imported import imported_statements
+from abserve.report.load_seen import load_seen_statement
 from abserve.report.restarts import restart_statement, router_restarts
 from abserve.units import ms, scaled
 
@@ -185,6 +186,8 @@ class Story:
     headlines: list[str]
     restarts: str | None = None  # the router's restarts during the run (report/restarts.py)
     traffic: list[str] = field(default_factory=list)  # traffic files (report/imported.py)
+    load_seen: str = ""  # the load's answers against the store (report/load_seen.py)
+    load_missing: bool = False  # some answers the load received are not in the store
 
 
 def placement_biases(j: Judgment) -> dict[str, float]:
@@ -233,8 +236,9 @@ def story(j: Judgment) -> Story:
     heads = [f"Cost per item ({m.metric}): {span(m, m.estimate, m.low, m.high)}, {m.outcome}"
              for m in j.metrics if is_per_item(m)]
     placement = " ".join(t for t in (placement_statement(j), j.pacing) if t) or None
+    seen, missing = load_seen_statement(j)
     return Story(stop, decided, f"Warm-up: {warm}.", placement, heads,
-                 restart_statement(j), imported_statements(j))
+                 restart_statement(j), imported_statements(j), seen, missing)
 
 
 # --- trajectory and drift charts ---------------------------------------------------------------
@@ -375,6 +379,8 @@ def summary(j: Judgment) -> dict[str, object]:
         "pacing": j.pacing,
         "router_restarts": len(router_restarts(j)),
         "router_restart_statement": st.restarts,
+        "load_seen": j.provenance.get("load_seen"),
+        "load_seen_statement": st.load_seen,
         "equality": None if eq is None or not j.equality else {
             "outcome": eq.outcome, "mismatches": j.equality[0].summary.mismatches,
             "comparable": j.equality[0].comparable, "rate_high": eq.candidate_high,
