@@ -2,7 +2,9 @@
 8), on the real router app under uvicorn with real sockets: an oversized request head is a
 431 and a closed connection, a head that never completes (slowloris, or no byte at all) is
 closed after ``header_timeout_s``, and a stalled body holds an admission slot (counted
-against ``max_concurrency``) only until ``body_timeout_s`` (408, connection closed)."""
+against ``max_concurrency``) only until ``body_timeout_s`` (408, connection closed), or, once
+it falls below ``min_body_bytes_per_s`` over a ``body_rate_window_s`` window, at once (issue
+52: a big body that stops arriving no longer holds its memory and slot for the whole timeout)."""
 
 from __future__ import annotations
 
@@ -98,6 +100,22 @@ def test_a_stalled_body_holds_a_slot_until_body_timeout(router: RouterServer) ->
     assert b"request body not received within 1.5 s" in answer
     assert took < 3, took
     assert after.status_code == 200
+
+
+def test_a_big_body_that_stops_arriving_is_408_at_the_rate_floor(tmp_path: Path) -> None:
+    with FakeUpstream() as a, FakeUpstream() as b, RouterServer(dev_settings(
+            {"a": a.url, "b": b.url}, tmp_path, body_timeout_s=30, max_concurrency=1,
+            min_body_bytes_per_s=64 * 1024, body_rate_window_s=0.5)) as router, connect(router) as sock:
+        sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % (8 << 20) + b"x" * (4 << 20))
+        started = time.monotonic()  # 4 of its 8 MiB sent, then nothing
+        answer = read_until_closed(sock)
+        took = time.monotonic() - started
+        after = httpx.post(f"{router.url}/v1/chat/completions", content=BODY,
+                           headers={"content-type": "application/json"})
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
+    assert b"request body arrived slower than 65536 bytes/s over 0.5 s" in answer
+    assert took < 3, took  # within two windows of the stall, not the 30 s body timeout
+    assert after.status_code == 200  # its admission slot (max_concurrency 1) was released
 
 
 def test_requests_within_the_limits_share_a_keep_alive_connection(router: RouterServer) -> None:

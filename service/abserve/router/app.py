@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.admission import SharedCounts
 from abserve.router.augment import augment, check_sampling
+from abserve.router.body_pace import paced
 from abserve.router.errors import RouterError, error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
 from abserve.router.http1 import Body
@@ -256,14 +257,16 @@ def _releaser(state: RouterState) -> Callable[[], None]:
     return release
 
 
-async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
-    """The whole body within ``timeout_s`` (408 otherwise) and ``limit`` bytes (413)."""
+async def _read_body(request: Request, s: RouterSettings) -> bytes:
+    """The whole body within ``body_timeout_s`` and above the rate floor (408 otherwise,
+    ``router.body_pace``) and within ``max_body_bytes`` (413)."""
+    chunks = paced(request.stream(), s.min_body_bytes_per_s, s.body_rate_window_s)
     try:
-        async with asyncio.timeout(timeout_s):
-            return await read_capped(request.stream(), request.headers.get("content-length"),
-                                     limit)
+        async with asyncio.timeout(s.body_timeout_s):
+            return await read_capped(chunks, request.headers.get("content-length"),
+                                     s.max_body_bytes)
     except TimeoutError:
-        raise RouterError(408, f"request body not received within {timeout_s:g} s") from None
+        raise RouterError(408, f"request body not received within {s.body_timeout_s:g} s") from None
 
 
 def _tags(request: Request) -> dict[str, str]:
@@ -320,7 +323,7 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     check_bearer(request.headers.get("authorization"), s.api_key)
     release = _admit(state)  # a body still arriving holds a slot: stalled bodies are bounded
     try:
-        raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
+        raw = await _read_body(request, s)
         checked = await check_request(endpoint, raw, max_images=s.max_images,
                                       allowed_hosts=s.allowed_media_hosts)
         check_sampling(checked, s)

@@ -14,8 +14,9 @@ uvicorn's httptools protocol with two more limits per connection:
   request began is answered 408 and the connection closed.
 
 Bodies are the app's business: ``app.fan_out`` reads a body under its own deadline
-(``body_timeout_s``, 408) while holding an admission slot, so stalled bodies count against
-``max_concurrency``.
+(``body_timeout_s``, 408) and rate floor (``min_body_bytes_per_s``, ``router/body_pace.py``)
+while holding an admission slot, so stalled bodies count against ``max_concurrency``, and
+only for a few seconds once they stop arriving.
 """
 
 from __future__ import annotations

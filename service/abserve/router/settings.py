@@ -128,10 +128,15 @@ class RouterSettings(BaseSettings):
     retry_after_s: int = Field(default=1, ge=0)
     # A client's connection (router/http_limits.py): the request head may take at most this
     # many bytes and seconds (431 / 408, connection closed); the body must arrive within
-    # body_timeout_s (408) while its request holds an admission slot.
+    # body_timeout_s (408) while its request holds an admission slot, and at least
+    # min_body_bytes_per_s x body_rate_window_s bytes of it in every body_rate_window_s (408
+    # otherwise, router/body_pace.py; 0: no floor): a body that stops arriving holds its slot
+    # and buffer for at most two windows, not the whole body timeout.
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
+    min_body_bytes_per_s: int = Field(default=64 * 1024, ge=0)
+    body_rate_window_s: float = Field(default=5.0, gt=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
     # When the client's response ends: once every arm has answered ("all_arms", the default:
     # a client that paces itself on its answers, as every closed-loop load does, then keeps
