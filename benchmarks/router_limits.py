@@ -118,6 +118,27 @@ def slowloris(port: int, trickle: bool) -> float:
     return float("inf")
 
 
+def until_closed(socks: list[socket.socket], started: float, cap_s: float,
+                 tick: Callable[[], None] = lambda: None,
+                 ) -> tuple[dict[socket.socket, bytes], dict[socket.socket, float]]:
+    """What each connection received and when (seconds after ``started``) the router closed
+    it, waiting until all are closed or ``cap_s``; ``tick`` runs every 0.25 s meanwhile."""
+    got = {sock: b"" for sock in socks}
+    ended: dict[socket.socket, float] = {}
+    while len(ended) < len(socks) and time.monotonic() - started < cap_s:
+        tick()
+        ready, _, _ = select.select([s for s in socks if s not in ended], [], [], 0.25)
+        for sock in ready:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            got[sock] += data
+            if not data:
+                ended[sock] = time.monotonic() - started
+    return got, ended
+
+
 def stalled_bodies(port: int) -> tuple[int, str]:
     """The status of an ordinary request while ``STALLED`` bodies stall, and what became of
     the stalled ones: per answer status, how many and when their connection was closed."""
@@ -129,20 +150,8 @@ def stalled_bodies(port: int) -> tuple[int, str]:
         socks.append(sock)
     started = time.monotonic()
     time.sleep(0.5)
-    status = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", content=BODY,
-                        headers={"content-type": "application/json"}, timeout=30).status_code
-    got = {sock: b"" for sock in socks}
-    ended: dict[socket.socket, float] = {}
-    while len(ended) < len(socks) and time.monotonic() - started < CAP_S:
-        ready, _, _ = select.select([s for s in socks if s not in ended], [], [], 0.5)
-        for sock in ready:
-            try:
-                data = sock.recv(65536)
-            except OSError:
-                data = b""
-            got[sock] += data
-            if not data:
-                ended[sock] = time.monotonic() - started
+    status = ordinary(port)
+    got, ended = until_closed(socks, started, CAP_S)
     outcomes: dict[str, list[float]] = {}
     for sock in socks:
         line = got[sock].split(b"\r\n", 1)[0].decode() or "no answer"
@@ -182,19 +191,8 @@ def big_bodies(port: int, pid: int) -> str:
     started = time.monotonic()
     time.sleep(1.0)
     during = ordinary(port)
-    got = {sock: b"" for sock in socks}
-    ended: dict[socket.socket, float] = {}
-    while len(ended) < len(socks) and time.monotonic() - started < BIG_CAP_S:
-        rss.append(proc.memory_info().rss / 2**20)
-        ready, _, _ = select.select([s for s in socks if s not in ended], [], [], 0.25)
-        for sock in ready:
-            try:
-                data = sock.recv(65536)
-            except OSError:
-                data = b""
-            got[sock] += data
-            if not data:
-                ended[sock] = time.monotonic() - started
+    got, ended = until_closed(socks, started, BIG_CAP_S,
+                              lambda: rss.append(proc.memory_info().rss / 2**20))
     time.sleep(1.0)
     after, rss_after = ordinary(port), proc.memory_info().rss / 2**20
     lines = [got[s].split(b"\r\n", 1)[0].decode().replace("HTTP/1.1 ", "") or "no answer"
