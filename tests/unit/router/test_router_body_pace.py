@@ -46,7 +46,7 @@ async def test_a_body_that_slows_after_a_fast_start_is_408_within_two_windows(th
     took = time.monotonic() - started
     assert err.value.status == 408
     assert "request body arrived slower than 1000 bytes/s over 0.2 s" in str(err.value)
-    assert WINDOW < took < 2 * WINDOW + 0.15, took
+    assert WINDOW < took < 2 * WINDOW + 0.6, took  # not the 10 s the body would take
 
 
 async def test_a_chunk_after_a_silent_window_is_408() -> None:
