@@ -100,6 +100,8 @@ class RouterSettings(BaseSettings):
     run_id: str = Field(default_factory=_new_run_id)
     run_dir: Path = Path("runs/router")
     database_url: str | None = None  # default: sqlite:///<run_dir>/abserve.db
+    # The store's heartbeat period (and retry delay after a failed commit); records are
+    # committed as soon as they come, many per transaction (store/writer.py).
     flush_interval_s: float = Field(default=0.5, gt=0, le=1.0)
     # A router restarted under the same run_id reopens its stopped run (same arms, URLs,
     # primary and request settings) instead of refusing it as existing (router/run_open.py);
