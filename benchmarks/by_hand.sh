@@ -29,6 +29,8 @@ CONCURRENCY=${CONCURRENCY:-2}
 CPUS=${CPUS:-0}
 PORT_BASE=${PORT_BASE:-18100}
 WAITS_FOR=${WAITS_FOR:-all_arms}
+ACK=stored  # acknowledged means stored; primary pacing answers before every arm's record exists
+[ "$WAITS_FOR" = primary ] && ACK=before_store
 CPUS_B=${CPUS_B:-$CPUS}
 COLD_ARM=${COLD_ARM:-none}
 WARM_PROMPTS=${WARM_PROMPTS:-40}
@@ -133,6 +135,7 @@ host: 127.0.0.1
 port: $pr
 primary: a
 client_waits_for: $WAITS_FOR
+acknowledge: $ACK
 arms:
   a: {url: "http://127.0.0.1:$pa", role: baseline}
   b: {url: "http://127.0.0.1:$pb", role: candidate}

@@ -25,15 +25,19 @@ request), and its own CPU per request is reported. Paths:
 - ``router N workers`` (``--workers N``): ``abserve router --workers N`` with the same two
   arms, recording into a throwaway PostgreSQL server (several workers need it);
 - ``baseline`` (``--baseline REV [REV ...]``): the router as it was at each git revision
-  ``REV`` (exported to a temporary directory), two arms, for before/after in one run.
+  ``REV`` (exported to a temporary directory), two arms, for before/after in one run;
+- ``router before_store`` (``--before-store``): the router with ``acknowledge:
+  before_store``, two arms: the client's answer does not wait for the store's commit (the
+  default ``router`` path waits: acknowledged means stored).
 
 Levels: 1, 16 and 64 concurrent streams. Reports TTFT (first body bytes) and end-to-end
-(``[DONE]``) p50/p99 per path and their difference from ``direct``, each router's CPU
+(``[DONE]``) p50/p99 per path and their difference from ``direct``, each path's
+throughput (requests over the time its own batches took), each router's CPU
 time per request (over the whole level, so records written after the answer count),
 and the shadow upstream's CPU per request.
 
     .venv/bin/python -m benchmarks.router_overhead [--quick] [--baseline REV ...] [--arms fake]
-        [--levels 1:200,16:480]
+        [--levels 1:200,16:480] [--before-store]
 
 Writes the table into ``benchmarks/router_overhead.md`` between the result markers.
 """
@@ -69,7 +73,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LEVELS = {1: 200, 16: 480, 64: 512}  # concurrency -> requests per path
 QUICK = {1: 40, 16: 96, 64: 128}
 MD = Path(__file__).with_suffix(".md")
-TWO_ARMS = {"router"}  # and the baseline: the paths whose requests also reach ``b``
+BEFORE_STORE = "router before_store"
+TWO_ARMS = {"router", BEFORE_STORE}  # and the baseline: the paths whose requests also reach ``b``
 Sample = tuple[float, float]
 RUST = "vllm-router (Rust)"
 
@@ -113,14 +118,15 @@ def start_rust_router(upstream: int) -> tuple[subprocess.Popen[bytes], int] | No
 
 
 def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | None,
-                 workers: int = 1, database_url: str | None = None
-                 ) -> tuple[subprocess.Popen[bytes], int]:
-    """An ``abserve router`` subprocess (code from ``pythonpath`` when given) and its port."""
+                 workers: int = 1, database_url: str | None = None,
+                 extra: dict[str, object] | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """An ``abserve router`` subprocess (code from ``pythonpath`` when given) and its port;
+    ``extra``: more router settings."""
     port = free_port()
     config: dict[str, object] = {
         "arms": {n: {"url": f"http://127.0.0.1:{p}"} for n, p in arms.items()},
         "primary": "a", "dev_mode": True, "run_dir": str(tmp / name), "port": port,
-        "max_concurrency": 1024}
+        "max_concurrency": 1024, **(extra or {})}
     if database_url:
         config["database_url"] = database_url
     (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
@@ -133,6 +139,13 @@ def start_router(tmp: Path, name: str, arms: dict[str, int], pythonpath: str | N
 
 async def batch(client: LightClient, n: int) -> list[Sample]:
     return list(await asyncio.gather(*(client.one() for _ in range(n))))
+
+
+async def timed_batch(client: LightClient, n: int) -> tuple[list[Sample], float]:
+    """A batch's samples and the seconds it took (its last answer's end)."""
+    t = time.perf_counter()
+    got = await batch(client, n)
+    return got, time.perf_counter() - t
 
 
 def cpu_s(proc: psutil.Process) -> float:
@@ -161,6 +174,7 @@ async def measure(ports: dict[str, int], procs: dict[str, psutil.Process],
         clients = {p: LightClient("127.0.0.1", ports[p], "/v1/chat/completions", body)
                    for p in paths}
         samples: dict[str, list[Sample]] = {p: [] for p in paths}
+        busy = dict.fromkeys(paths, 0.0)  # seconds each path's batches took
         for path in paths:  # open and warm every path's connections
             await batch(clients[path], conc)
         await asyncio.sleep(1.0)
@@ -168,13 +182,15 @@ async def measure(ports: dict[str, int], procs: dict[str, psutil.Process],
         shadow0, me0 = cpu_s(shadow), own_cpu_s(me)
         for i in range(max(1, total // conc)):
             for path in paths[i % len(paths):] + paths[:i % len(paths)]:
-                samples[path] += await batch(clients[path], conc)
+                got, took = await timed_batch(clients[path], conc)
+                samples[path] += got
+                busy[path] += took
         client_cpu = (own_cpu_s(me) - me0) * 1000 / sum(len(v) for v in samples.values())
         await asyncio.sleep(1.0)  # records are written after the answers
         cpu = {p: (cpu_s(proc) - cpu0[p]) * 1000 / len(samples[p])
                for p, proc in procs.items()}
         shadow_n = sum(len(samples[p]) for p in paths if p in TWO_ARMS or "baseline" in p)
-        row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n)
+        row = summarize(conc, samples, cpu, (cpu_s(shadow) - shadow0) * 1000 / shadow_n, busy)
         row["client_cpu"] = client_cpu
         rows.append(row)
         for client in clients.values():
@@ -184,10 +200,10 @@ async def measure(ports: dict[str, int], procs: dict[str, psutil.Process],
 
 
 def summarize(conc: int, samples: dict[str, list[Sample]], cpu: dict[str, float],
-              shadow_cpu: float) -> dict[str, object]:
+              shadow_cpu: float, busy: dict[str, float]) -> dict[str, object]:
     stats: dict[str, dict[str, float]] = {}
     for path, got in samples.items():
-        st = {"n": float(len(got))}
+        st = {"n": float(len(got)), "rps": len(got) / busy[path] if busy[path] else 0.0}
         for metric, idx in (("ttft", 0), ("e2e", 1)):
             for q in (50, 99):
                 st[f"{metric}_p{q}"] = float(np.percentile([s[idx] for s in got], q)) * 1000
@@ -198,7 +214,7 @@ def summarize(conc: int, samples: dict[str, list[Sample]], cpu: dict[str, float]
 
 def table(rows: list[dict[str, object]]) -> str:
     lines = ["| streams | path | n | TTFT p50 (added) | TTFT p99 (added) | E2E p50 (added) "
-             "| E2E p99 (added) | router CPU ms/req |", "|---|---|---|---|---|---|---|---|"]
+             "| E2E p99 (added) | req/s | router CPU ms/req |", "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         paths: dict[str, dict[str, float]] = row["paths"]  # type: ignore[assignment]
         direct = paths["direct"]
@@ -209,7 +225,7 @@ def table(rows: list[dict[str, object]]) -> str:
                 cells.append(f"{st[key]:.1f}{added}")
             cpu = "" if path == "direct" else f"{st['cpu']:.2f}"
             lines.append(f"| {row['concurrency']} | {path} | {int(st['n'])} | "
-                         + " | ".join(cells) + f" | {cpu} |")
+                         + " | ".join(cells) + f" | {st['rps']:.0f} | {cpu} |")
     shadow = ", ".join(f"{r['concurrency']} streams {r['shadow_cpu']:.2f}" for r in rows)
     client = ", ".join(f"{r['concurrency']} streams {r['client_cpu']:.2f}" for r in rows)
     return ("\n".join(lines) + f"\n\nShadow upstream `b` CPU ms per request it served: {shadow}."
@@ -239,6 +255,8 @@ def main() -> None:
     parser.add_argument("--arms", choices=["memory", "fake"], default="memory",
                         help="fake arms: memory_arm.py (default) or the tests' fake vLLM")
     parser.add_argument("--levels", help="concurrency:requests,... (default 1:200,16:480,64:512)")
+    parser.add_argument("--before-store", action="store_true",
+                        help="also the router with acknowledge: before_store (no commit wait)")
     parser.add_argument("--workers", type=int, default=1,
                         help="also a path through abserve router --workers N (PostgreSQL)")
     args = parser.parse_args()
@@ -254,6 +272,9 @@ def main() -> None:
         tmp = Path(tmpdir)
         routers = {"router": start_router(tmp, "router", ups, None),
                    "router 1 arm": start_router(tmp, "one", {"a": ups["a"]}, None)}
+        if args.before_store:
+            routers[BEFORE_STORE] = start_router(tmp, "before", ups, None,
+                                                 extra={"acknowledge": "before_store"})
         floor_port = free_port()
         routers["floor"] = (spawn(["benchmarks/floor_proxy.py", "--port", str(floor_port),
                                    "--upstream", f"http://127.0.0.1:{ups['a']}"]), floor_port)

@@ -56,6 +56,8 @@ def router_yaml(urls: dict[str, str], *, run_id: str, run_dir: Path, database_ur
         "primary: a\n"
         f"max_images: {max_images}\n"
         f"client_waits_for: {client_waits_for}\n"
+        # primary pacing answers before every arm's record exists: it needs before_store
+        f"acknowledge: {'before_store' if client_waits_for == 'primary' else 'stored'}\n"
         "arms:\n"
         f"  a: {{url: {urls['a']}, role: baseline}}\n"
         f"  b: {{url: {urls['b']}, role: candidate}}\n"

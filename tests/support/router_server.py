@@ -36,7 +36,7 @@ class ListSink:
     def __init__(self) -> None:
         self.exchanges: list[Exchange] = []
 
-    def put(self, record: RoutedExchange) -> None:
+    def put(self, record: RoutedExchange) -> None:  # None: stored at once (acknowledged)
         self.exchanges.append(record.full())
 
     def wait_for(self, n: int, timeout_s: float = 5.0) -> list[Exchange]:
@@ -63,6 +63,7 @@ def dev_settings(urls: dict[str, str], tmp_path: Path, **overrides: Any) -> Rout
         "seeded_sampling": "allow",
         # the router tests exercise shadow arms (the client answered before the others end)
         "client_waits_for": "primary",
+        "acknowledge": "before_store",  # which primary needs (the record needs every arm)
     }
     config.update(overrides)
     return RouterSettings(**config)

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from abserve.compare.acknowledgement import acknowledgement_statement
 from abserve.compare.causes import name_drift_causes
 from abserve.compare.contamination import apply_contamination
 from abserve.compare.digest import Digester
@@ -267,6 +268,7 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     name_drift_causes(lines, judged, lat, policy)
     eq.drift_tolerance = tolerance
     pacing, withhold = pacing_statement(run, all_ex)
+    pacing = " ".join(t for t in (pacing, acknowledgement_statement(run)) if t) or None
     if withhold:
         withhold_fails(lines)
     neighbours = apply_contamination(lines, invalid, run.provenance, policy.neighbours)

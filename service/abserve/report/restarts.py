@@ -67,6 +67,8 @@ def restart_statement(j: Judgment) -> str | None:
     text = (f"The router restarted {n} time{'' if n == 1 else 's'} during the run (at {listed}): "
             "requests sent while it was down reached neither arm.")
     if any(r.previous_status == "interrupted" for r in found):
-        text += (" Where it had been interrupted, the exchanges still in flight (and at most one "
-                 "flush interval of finished ones) were not recorded.")
+        text += (" Where it had been interrupted, the exchanges still in flight were not "
+                 "recorded (none whose client had its whole answer, unless the router answered "
+                 "before storing: acknowledge: before_store, or a router older than that "
+                 "setting, which could also lose up to 0.5 s of finished ones).")
     return text

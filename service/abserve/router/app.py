@@ -7,7 +7,9 @@ writer (the store's ``BatchWriter``, or an injected sink in tests). Paths: ``POS
 ``GET /livez`` (no backend call), ``GET /readyz`` (every arm's ``/health`` answers 200;
 otherwise 503 with the reason per arm: a dead arm makes every exchange useless),
 ``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
-On shutdown the exchanges in flight are drained and their records flushed.
+On shutdown the exchanges in flight are drained and their records flushed. With
+``acknowledge: stored`` (the default) a client's answer ends only once its exchange is
+committed to the store (``relay``, ``store.writer``).
 A client's ``X-Request-ID`` is recorded in the exchange's tags (``client_request_id``) beside
 the router's own id and echoed back; see ``client_request_id`` for what is kept.
 """
@@ -83,7 +85,7 @@ async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIte
     from abserve.store import BatchWriter, Store
 
     settings.run_dir.mkdir(parents=True, exist_ok=True)
-    store = Store.open(settings.effective_database_url)
+    store = Store.open(settings.effective_database_url, fsync=settings.store_fsync)
     if own_run:
         try:
             open_run(store, settings.run_id, settings.public_config(), settings.resume,
@@ -354,10 +356,11 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
         tags[CLIENT_ID_TAG] = headers[CLIENT_ID_HEADER] = client_id
     elif refused is not None:
         tags[CLIENT_ID_REFUSED_TAG] = refused
-    state.recorder.track(checked, fan, request_id, started_at, tags)
+    stored = state.recorder.track(checked, fan, request_id, started_at, tags)
     try:
         response = await respond(relay, fan, request.receive, headers,
-                                 wait_all=s.client_waits_for == "all_arms")
+                                 wait_all=s.client_waits_for == "all_arms",
+                                 stored=stored if s.acknowledge == "stored" else None)
     except BaseException:
         release()
         raise

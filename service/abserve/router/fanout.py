@@ -69,9 +69,12 @@ class Relay:
     head: asyncio.Future[Head | None] = field(  # None: the client went away first
         default_factory=lambda: asyncio.get_running_loop().create_future())
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
-    # True once the primary's terminator ([DONE]) is queued: the client has (or is about to
+    # True once the primary's terminator ([DONE]) is read: the client has (or is about to
     # have) its whole answer, so its disconnecting no longer cancels any arm.
     complete: bool = False
+    # The terminator's bytes, held back from the queue: the client gets them last, once
+    # the exchange is stored when acknowledgement waits for the store (``relay``).
+    tail: bytes = b""
 
     def open(self, head: Head | None) -> None:
         if not self.head.done():
@@ -237,7 +240,9 @@ class ArmCall:
             chunk = self._fold(payload, t)
             if self.relay is not None:
                 out = _client_event(payload, chunk, self.relay.additions)
-                if out is not None:
+                if payload == DONE:
+                    self.relay.tail = out or b""  # sent last: see Relay.tail
+                elif out is not None:
                     parts.append(out)
         return parts
 

@@ -1,13 +1,17 @@
 """Turning a finished fan-out into one ``Exchange`` record, and handing it to the store.
 
-``Recorder.finish`` runs as its own task per exchange, after the client's answer is on
+``Recorder._finish`` runs as its own task per exchange, while the client's answer is on
 its way: it waits for every arm (the slowest shadow included), on a sample of exchanges
 asks every arm for the prompt logprobs (``prompt_sample``), builds the record,
-updates the metrics and gives the record to a sink. The record is a ``RoutedExchange``:
+updates the metrics and gives the record to a sink. ``track`` returns the exchange's
+``stored`` future: True once the sink says the record is committed (the store's ``put``
+returns a future resolved after its group commit; a sink that returns None stores at once),
+False when it could not be recorded or stored. With ``acknowledge: stored`` the client's
+final bytes wait for it (``relay``). The record is a ``RoutedExchange``:
 the ``Exchange`` less the arms' output logprobs, which stay the lists the arms' transcripts
 made (``abserve.token_lists``), packed as they are into the store's row; their per-position
 models are built only by a sink that asks (``RoutedExchange.full``). The sink is the store's
-``BatchWriter`` (batched writes on its own thread, off the request path); tests of one
+``BatchWriter`` (group commits on its own thread, off the event loop); tests of one
 piece may pass any object with ``put(record)``. The request's identity (XXH3-128 of its
 images, BLAKE3 of the canonical body) is computed on the loop: handing it to a thread cost
 more CPU than hashing did even with BLAKE3 (router CPU per 1 MB two-arm request 4.90 ->
@@ -22,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Protocol
 
 from abserve.records import Exchange
@@ -35,9 +40,10 @@ log = logging.getLogger("abserve.router")
 
 
 class ExchangeSink(Protocol):
-    """Where finished records go (``abserve.store.BatchWriter`` in production)."""
+    """Where finished records go (``abserve.store.BatchWriter`` in production): ``put``
+    returns a future resolved once the record is committed, or None when it is at once."""
 
-    def put(self, record: RoutedExchange) -> None: ...
+    def put(self, record: RoutedExchange) -> Future[None] | None: ...
 
 
 class Recorder:
@@ -54,14 +60,20 @@ class Recorder:
         self.on_recorded: Callable[[], None] = lambda: None  # after ``admitted`` fell
 
     def track(self, checked: CheckedRequest, fan: FanOut, request_id: str, started_at: float,
-              tags: dict[str, str]) -> None:
-        """Record this fan-out once every arm is done (runs in the background)."""
-        task = asyncio.create_task(self._finish(checked, fan, request_id, started_at, tags))
+              tags: dict[str, str]) -> asyncio.Future[bool]:
+        """Record this fan-out once every arm is done (runs in the background); the future
+        returned says whether the record was committed (see the module docstring)."""
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            self._finish(checked, fan, request_id, started_at, tags, stored))
         self.pending[task] = fan
         task.add_done_callback(lambda t: self.pending.pop(t, None))
+        return stored
 
     async def _finish(self, checked: CheckedRequest, fan: FanOut, request_id: str,
-                      started_at: float, tags: dict[str, str]) -> None:
+                      started_at: float, tags: dict[str, str],
+                      stored: asyncio.Future[bool]) -> None:
+        ok = False
         try:
             arms = await fan.wait()
             ident = identify(checked, self.keep_text)  # on the loop: see the module docstring
@@ -74,11 +86,16 @@ class Recorder:
                 tags=tags, started_at=started_at, arms=arms,
             )
             self.metrics.observe(exchange, self.primary)
-            self.sink.put(RoutedExchange(exchange, fan.logprobs()))
+            committed = self.sink.put(RoutedExchange(exchange, fan.logprobs()))
+            if committed is not None:
+                await asyncio.wrap_future(committed)
+            ok = True
             log.info("exchange %s recorded: %s", request_id, _summary(exchange))
         except Exception:
             log.exception("exchange %s could not be recorded", request_id)
         finally:
+            if not stored.done():
+                stored.set_result(ok)
             self.admitted -= 1
             self.on_recorded()
             self.metrics.in_flight.set(self.admitted)

@@ -13,6 +13,15 @@ that sends its next request when the previous one ends (any benchmark client wit
 concurrency limit) then keeps every arm, not only the primary, at that concurrency: no arm
 builds a queue the client cannot see, which would make its latencies worse than the
 primary's on identical builds.
+
+With ``stored`` (settings ``acknowledge: stored``, the default) the final bytes of the answer
+(a stream's ``[DONE]`` and its end, or a whole JSON body) go out only once the exchange's
+record is committed to the store (which needs every arm, so it implies ``wait_all``): a
+client that received its whole answer can count on its record surviving a crash of the
+router. Every event before the terminator goes out as it comes, so the client's first token
+does not move; nor does any arm's timing, measured from the arms' bytes. When the record
+could not be stored the client gets an error instead (an error event and no ``[DONE]``, or
+a 500), never an acknowledgement.
 """
 
 from __future__ import annotations
@@ -22,7 +31,10 @@ import asyncio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from abserve.router.errors import error_body
 from abserve.router.fanout import FanOut, Head, Relay
+
+NOT_STORED = "the exchange could not be stored; its answer is withheld"
 
 
 async def _until_disconnect(receive: Receive) -> None:
@@ -58,8 +70,10 @@ class RelayResponse(Response):
     ``StreamingResponse``: no task group and no async generator per response."""
 
     def __init__(self, relay: Relay, fan: FanOut, head: Head, headers: dict[str, str],
-                 watch: ClientWatch, wait_all: bool = False) -> None:
+                 watch: ClientWatch, wait_all: bool = False,
+                 stored: asyncio.Future[bool] | None = None) -> None:
         self.relay, self.fan, self.watch, self.wait_all = relay, fan, watch, wait_all
+        self.stored = stored
         self.status_code, self.media_type, self.background = head.status, head.content_type, None
         self.init_headers(headers)
 
@@ -78,9 +92,13 @@ class RelayResponse(Response):
                 self.fan.cancel()
             raise
         self.watch.stop()
-        if self.wait_all:
+        tail = self.relay.tail
+        if self.stored is not None:
+            if not await asyncio.shield(self.stored):
+                tail = b"data: " + error_body(500, NOT_STORED) + b"\n\n"
+        elif self.wait_all:
             await all_arms_done(self.fan)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
 async def all_arms_done(fan: FanOut) -> None:
@@ -104,10 +122,10 @@ def _coalesce(queue: asyncio.Queue[bytes | None]) -> bytes | None:
     return b"".join(parts) if parts else None
 
 
-async def respond(relay: Relay, fan: FanOut, receive: Receive,
-                  headers: dict[str, str], wait_all: bool = False) -> Response:
+async def respond(relay: Relay, fan: FanOut, receive: Receive, headers: dict[str, str],
+                  wait_all: bool = False, stored: asyncio.Future[bool] | None = None) -> Response:
     """The client's response: the primary's answer, relayed (ended once every arm has
-    ended, with ``wait_all``)."""
+    ended, with ``wait_all``; once the exchange is stored, with ``stored``)."""
     watch = ClientWatch(relay, fan, receive)
     try:
         head = await relay.head
@@ -119,8 +137,12 @@ async def respond(relay: Relay, fan: FanOut, receive: Receive,
         return Response(status_code=499, headers=headers)
     if head.body is not None:
         watch.stop()
-        if wait_all:
+        if stored is not None:
+            if not await asyncio.shield(stored):
+                return Response(error_body(500, NOT_STORED), status_code=500,
+                                media_type="application/json", headers=headers)
+        elif wait_all:
             await all_arms_done(fan)
         return Response(head.body, status_code=head.status, media_type=head.content_type,
                         headers=headers)
-    return RelayResponse(relay, fan, head, headers, watch, wait_all)
+    return RelayResponse(relay, fan, head, headers, watch, wait_all, stored)

@@ -37,6 +37,7 @@ SHARED_KEY_ENV = "ABSERVE_API_KEY"  # abserve.traffic.corpus.API_KEY_ENV: what c
 SeedPolicy = Literal["fixed", "none"]
 SeededSampling = Literal["allow", "refuse"]
 ClientWaitsFor = Literal["primary", "all_arms"]
+Acknowledge = Literal["stored", "before_store"]
 
 
 class Deadlines(BaseModel):
@@ -99,6 +100,8 @@ class RouterSettings(BaseSettings):
     run_id: str = Field(default_factory=_new_run_id)
     run_dir: Path = Path("runs/router")
     database_url: str | None = None  # default: sqlite:///<run_dir>/abserve.db
+    # The store's heartbeat period (and retry delay after a failed commit); records are
+    # committed as soon as they come, many per transaction (store/writer.py).
     flush_interval_s: float = Field(default=0.5, gt=0, le=1.0)
     # A router restarted under the same run_id reopens its stopped run (same arms, URLs,
     # primary and request settings) instead of refusing it as existing (router/run_open.py);
@@ -143,6 +146,15 @@ class RouterSettings(BaseSettings):
     # every arm at its own concurrency), or with the primary's answer ("primary": the other
     # arms run as shadows and can build a queue the client never sees; on purpose only).
     client_waits_for: ClientWaitsFor = "all_arms"
+    # When the client gets the final bytes of its answer ([DONE], the end of a JSON body):
+    # once the exchange's record is committed to the store ("stored", the default: nothing a
+    # client received in full is lost to a crash of the router), or without waiting for the
+    # store ("before_store": opt-in, recorded with the run and stated in its report; the one
+    # client_waits_for: primary needs, as the record needs every arm).
+    acknowledge: Acknowledge = "stored"
+    # SQLite only: fsync every commit (synchronous=FULL), so a stored record also survives a
+    # power cut or OS crash; off by default (a commit survives a crash of the router anyway).
+    store_fsync: bool = False
 
     top_logprobs: int = Field(default=5, ge=0, le=20)  # k asked of arms if the client asks none
     seed_policy: SeedPolicy = "fixed"  # "fixed": same seed to every arm when the client gave none
@@ -187,6 +199,9 @@ class RouterSettings(BaseSettings):
                              f"or else the primary without a role); found {found or 'none'}")
         for name, arm in self.arms.items():
             arm.role = roles[name]
+        if self.client_waits_for == "primary" and self.acknowledge == "stored":
+            raise ValueError("client_waits_for: primary answers before the record of every arm "
+                             "can be stored: set acknowledge: before_store with it")
         if self.api_key is None and not self.dev_mode:
             raise ValueError("api_key is required (or set dev_mode: true explicitly)")
         if self.api_key is not None and len(self.api_key.get_secret_value()) < 16:

@@ -9,9 +9,10 @@ so readers derive the *effective* status: a ``running`` run is ``interrupted`` w
 - its heartbeat is older than ``stale_after_s`` (owner on another host, or alive but no
   longer flushing: a hung or closed writer).
 
-The heartbeat is wall-clock time, refreshed by the ``BatchWriter`` on every flush tick
-(every ``flush_interval_s``, with or without new exchanges), so ``stale_after_s`` should
-be many flush intervals; across hosts it must also exceed the clocks' skew.
+The heartbeat is wall-clock time, refreshed by the ``BatchWriter`` at least every
+``flush_interval_s`` (with a commit of exchanges, or alone when none came), so
+``stale_after_s`` should be many flush intervals; across hosts it must also exceed the
+clocks' skew.
 """
 
 from __future__ import annotations

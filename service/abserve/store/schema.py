@@ -28,13 +28,14 @@ Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``)
 Engine: SQLite gets WAL (readers never block the writer thread and a killed writer never
 leaves a torn database), ``synchronous=NORMAL`` (in WAL mode a commit is in the WAL file
 before the call returns, so a SIGKILL loses nothing committed; only an OS crash or power
-cut can lose the last commits, never consistency, which is within the "last flush
-interval" promise), ``busy_timeout`` (concurrent readers/writers wait instead of failing)
-and foreign keys. PostgreSQL is used as it comes, through psycopg 3.
+cut can lose the last commits, never consistency; ``fsync=True`` makes it ``FULL``: an
+fsync per commit, for power-loss durability), ``busy_timeout`` (concurrent readers/writers
+wait instead of failing) and foreign keys. PostgreSQL is used as it comes, through psycopg 3.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -141,19 +142,21 @@ accepted_table = Table(
 )
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any, *, fsync: bool = False) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
 
 
-def make_engine(database_url: str) -> Engine:
+def make_engine(database_url: str, *, fsync: bool = False) -> Engine:
     """An engine for ``database_url``: ``sqlite:///FILE`` or ``postgresql+psycopg://...``.
+    ``fsync``: SQLite syncs the WAL on every commit (``synchronous=FULL``: a commit survives
+    a power cut, at the cost of an fsync each); PostgreSQL follows its server's settings.
 
     Any ``postgresql`` URL is driven by psycopg 3 (the driver abserve installs). In-memory
     SQLite is refused: the writer thread and readers need one shared database.
@@ -168,7 +171,7 @@ def make_engine(database_url: str) -> Engine:
             raise ValueError("in-memory SQLite is not supported by the store; use sqlite:///path/to/file.db")
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", partial(_sqlite_pragmas, fsync=fsync))
         return engine
     if backend == "postgresql":
         if url.drivername != "postgresql+psycopg":

@@ -143,11 +143,13 @@ class Store:
         self._host = socket.gethostname()
 
     @classmethod
-    def open(cls, database_url: str, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> Store:
-        """Connect, create the tables if absent, and check the store's schema version."""
+    def open(cls, database_url: str, *, stale_after_s: float = DEFAULT_STALE_AFTER_S,
+             fsync: bool = False) -> Store:
+        """Connect, create the tables if absent, and check the store's schema version;
+        ``fsync``: every SQLite commit synced to disk (``schema.make_engine``)."""
         if stale_after_s <= 0:
             raise ValueError("stale_after_s must be positive")
-        engine = make_engine(database_url)
+        engine = make_engine(database_url, fsync=fsync)
         try:
             ensure_schema(engine)
         except Exception:

@@ -40,7 +40,8 @@ def answer(head: bytes, writer: asyncio.StreamWriter) -> None:
 
 async def relayed(arm_answer: Callable[[bytes, asyncio.StreamWriter], object],
                   additions: Additions) -> tuple[ArmCall, list[bytes]]:
-    """The arm call's outcome and every piece its client was sent."""
+    """The arm call's outcome and every piece its client was sent (the terminator last: it is
+    held back as the relay's tail until the exchange is stored)."""
     async with serving(arm_answer) as arm, client(arm.port) as arm_client:
         relay = Relay(additions)
         call = ArmCall("a", arm_client, Deadlines(), "/v1/chat/completions", (b"{}",),
@@ -49,7 +50,7 @@ async def relayed(arm_answer: Callable[[bytes, asyncio.StreamWriter], object],
     sent = []
     while (item := relay.queue.get_nowait()) is not None:
         sent.append(item)
-    return call, sent
+    return call, [*sent, relay.tail]
 
 
 @pytest.mark.parametrize("cut", [len(BURST) // 3, len(BURST) // 2, len(BURST) - 3])
@@ -84,6 +85,8 @@ async def test_first_event_reaches_the_client_before_the_rest_is_folded(
         rest = []
         while (item := relay.queue.get_nowait()) is not None:
             rest.append(item)
+        assert b"[DONE]" not in b"".join(rest)  # held back, sent last (relay.tail)
+        rest.append(relay.tail)
     assert folded_then == TOKENS[0]  # only the first event was read when it went out
     assert call.outcome.text == "".join(TOKENS)
     assert call.outcome.error_class is None

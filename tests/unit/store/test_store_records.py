@@ -206,6 +206,12 @@ def test_sqlite_pragmas(tmp_path: object) -> None:
                       "foreign_keys": 1}  # fmt: skip
 
 
+def test_sqlite_fsync_is_an_opt_in(tmp_path: object) -> None:
+    """``fsync=True`` (the router's ``store_fsync``): every commit synced (FULL = 2)."""
+    with Store.open(f"sqlite:///{tmp_path}/r.db", fsync=True) as store, store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+
+
 def test_concurrent_opens_of_a_new_store(backend_url: str) -> None:
     with ThreadPoolExecutor(4) as pool:
         stores = list(pool.map(lambda _: Store.open(backend_url), range(4)))

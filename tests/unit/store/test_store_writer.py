@@ -1,4 +1,5 @@
-"""BatchWriter: batched background writes, heartbeat, bad use, failure handling."""
+"""BatchWriter: group-committed background writes, each acknowledged once stored (its
+future), heartbeat, bad use, failure handling (never an acknowledgement without a commit)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.support.records_factory import full_run_info as run_info
 from abserve.store import BatchWriter, Store
 from abserve.store.rows import Row
 from abserve.store.schema import runs_table
+from abserve.store.writer import NotStored
 
 
 def _heartbeat(store: Store, run_id: str) -> float:
@@ -128,12 +130,58 @@ def test_transient_failure_keeps_the_batch(store: Store, monkeypatch: pytest.Mon
         real(conn, rows)
 
     monkeypatch.setattr(store, "insert_rows", flaky)
-    writer.put(exchange("r1", 1))
+    first = writer.put(exchange("r1", 1))
     writer.flush()
     assert writer.errors == 1
     assert writer.written == 0
     assert writer.queued == 1
-    writer.put(exchange("r1", 2))
+    with pytest.raises(NotStored, match="commit failed"):  # its client is told: no ack
+        first.result(timeout=0)
+    second = writer.put(exchange("r1", 2))
     writer.close()
     assert writer.written == 2
-    assert store.count_exchanges("r1") == 2
+    assert store.count_exchanges("r1") == 2  # the failed one stored on retry, unacknowledged
+    assert second.result(timeout=0) is None
+
+
+def test_each_put_is_acknowledged_only_after_its_commit(store: Store,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The future of an exchange resolves once its row is in the database, seen from another
+    connection; many exchanges queued meanwhile share one commit (group commit)."""
+    store.create_run(run_info("r1"))
+    writer = BatchWriter(store, "r1", flush_interval_s=1.0)  # the tick is not what commits
+    real, seen = store.insert_rows, []
+
+    def slow(conn: Connection, rows: Sequence[Row]) -> None:
+        seen.append(len(rows))
+        time.sleep(0.05)  # a commit in progress while more are put
+        real(conn, rows)
+
+    monkeypatch.setattr(store, "insert_rows", slow)
+    writer.start()
+    try:
+        t = time.monotonic()
+        futures = [writer.put(exchange("r1", 0))]
+        time.sleep(0.01)
+        futures += [writer.put(exchange("r1", i)) for i in range(1, 30)]
+        for i, future in enumerate(futures):
+            future.result(timeout=5)
+            assert store.count_exchanges("r1") >= i + 1  # committed: seen by another connection
+        assert time.monotonic() - t < 0.9  # committed at once, not on the 1 s tick
+        assert sum(seen) == 30
+        assert len(seen) < 30
+    finally:
+        writer.close()
+
+
+def test_refused_and_dropped_exchanges_are_never_acknowledged(store: Store) -> None:
+    store.create_run(run_info("r1"))
+    store.write_exchanges([exchange("r1", 2)])
+    writer = BatchWriter(store, "r1", max_pending=3)  # not started: nothing drains
+    futures = [writer.put(exchange("r1", i)) for i in range(4)]
+    with pytest.raises(NotStored, match="queue full"):
+        futures[3].result(timeout=0)
+    writer.close()
+    with pytest.raises(NotStored, match="refused"):
+        futures[2].result(timeout=0)  # a duplicate request id
+    assert [f.result(timeout=0) for f in (futures[0], futures[1])] == [None, None]
