@@ -71,8 +71,19 @@ def equality(folder: Path) -> None:
         where = (f" (first divergence at {'/'.join(sorted(m.units))} {firsts[:6]}"
                  f"{'...' if len(firsts) > 6 else ''})" if firsts else "")
         print(f"  {path.name}: {m.counts['identical']} identical, {m.counts['divergent']} divergent"
-              f"{where}; unmatched: baseline prompts not asked {m.unasked()}, candidate "
-              f"{m.unasked()}, candidate {dict(m.problems['candidate'])}")
+              f"{where}; baseline prompts not asked {m.unasked()}, candidate requests not compared "
+              f"{dict(m.problems['candidate'])}")
+
+
+def per_run(runs: dict[str, list[RunData]]) -> None:
+    """Each run's medians (ms), and its duration, as the table of benchmarks/unpaired.md shows."""
+    print("\nper run: median TTFT, mean and median TPOT, median ITL, median e2e (ms); requests, failed")
+    for arm, folded in runs.items():
+        for r in folded:
+            med = {m: 1e3 * float(np.median(v)) if v.size else float("nan") for m, v in r.values.items()}
+            mean_tpot = 1e3 * float(np.mean(r.values["tpot"])) if r.values["tpot"].size else float("nan")
+            print(f"  {Path(r.header.source).name} ({arm}): ttft {med['ttft']:.1f}, tpot {mean_tpot:.2f} / "
+                  f"{med['tpot']:.3f}, itl {med['itl']:.3f}, e2e {med['e2e']:.1f}; {r.requests}, {r.failed}")
 
 
 Split = tuple[list[RunData], list[RunData]]
@@ -157,6 +168,7 @@ def main() -> None:
     print("runs:", {arm: len(r) for arm, r in runs.items()}, "policy:", policy.name,
           f"saved.run_to_run_spread {policy.saved.run_to_run_spread:.0%}",
           f"(false-fail rate at most {1 - policy.confidence:.0%} a gate)")
+    per_run(runs)
     base = runs.get("base", [])
     for k in (1, 2, 3):
         if len(base) >= 2 * k:
