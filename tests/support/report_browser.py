@@ -10,6 +10,7 @@ first-screen sentences that are inside it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,15 @@ def first_screen(page: Any, shot: Path) -> list[str]:
         if box is not None and box["y"] + box["height"] <= height:
             seen.append(items.nth(i).inner_text())
     return seen
+
+
+def launched_chromium() -> Iterator[Any]:
+    """Playwright driving Debian's Chromium, closed when the fixture that yields from it ends."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

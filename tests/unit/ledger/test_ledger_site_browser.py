@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 from tests.support import ledger_site as ls
-from tests.support.report_browser import ARGS, CHROMIUM, DESKTOP, NARROW, audit
+from tests.support.report_browser import DESKTOP, NARROW, audit, launched_chromium
 
 from abserve.ledger.site_data import read_site
 from abserve.ledger.site_writer import write_site
@@ -50,14 +50,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched_chromium()
 
 
 def open_page(browser: Any, html: Path, viewport: dict[str, int], js: bool = True,

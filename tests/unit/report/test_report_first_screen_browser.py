@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from tests.support import report_runs as rr
-from tests.support.report_browser import ARGS, CHROMIUM, DESKTOP, NARROW, audit, open_page
+from tests.support.report_browser import DESKTOP, NARROW, audit, launched_chromium, open_page
 
 from abserve.compare import Judgment
 from abserve.report import write_report
@@ -32,14 +32,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    yield from launched_chromium()
 
 
 @pytest.fixture(scope="module")
