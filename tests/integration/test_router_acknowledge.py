@@ -2,13 +2,15 @@
 
 Real router app on a real socket, real fake upstreams; the sink is the test's, so the test
 decides when (and whether) a record is "committed": its ``put`` returns a future the test
-resolves. Checked: a stream's events arrive before the commit but its ``[DONE]`` only after;
+resolves. Checked: a stream's events arrive before the commit but its finishing event (its
+``finish_reason``) and ``[DONE]`` only after;
 a JSON body only after; a record that could not be stored gives the client an error event
 without ``[DONE]`` (streamed) or a 500 (not streamed), never the acknowledgement.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -64,18 +66,33 @@ def served(router: tuple[RouterServer, GateSink]) -> tuple[RouterServer, GateSin
     return router
 
 
-def test_done_is_sent_only_after_the_commit(served: tuple[RouterServer, GateSink]) -> None:
+FINISHING = re.compile(rb'"finish_reason":\s*"')  # the event that finishes the answer
+
+
+def test_the_final_event_and_done_are_sent_only_after_the_commit(
+        served: tuple[RouterServer, GateSink]) -> None:
     server, sink = served
-    with httpx.stream("POST", server.url + URL, json=body(True), timeout=20) as resp:
-        chunks = resp.iter_raw()
-        first = next(chunks)
-        assert first.startswith(b"data: {")  # events go out before the commit
-        assert sink.arrived.wait(10)
-        time.sleep(0.2)  # the client's stream is held, not ended
-        sink.futures[0].set_result(None)
-        rest = first + b"".join(chunks)
-    assert rest.endswith(b"data: [DONE]\n\n")
-    assert rest.count(b"[DONE]") == 1
+    received: list[tuple[float, bytes]] = []
+
+    def read() -> None:
+        with httpx.stream("POST", server.url + URL, json=body(True), timeout=20) as resp:
+            received.extend((time.monotonic(), chunk) for chunk in resp.iter_raw())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert sink.arrived.wait(10)
+    time.sleep(0.3)  # the client's stream is held, not ended
+    committed = time.monotonic()
+    sink.futures[0].set_result(None)
+    reader.join(10)
+    before = b"".join(chunk for t, chunk in received if t < committed)
+    after = b"".join(chunk for t, chunk in received if t >= committed)
+    assert before.startswith(b"data: {")  # the tokens go out before the commit
+    assert not FINISHING.search(before)
+    assert b"[DONE]" not in before
+    assert FINISHING.search(after)
+    assert after.endswith(b"data: [DONE]\n\n")
+    assert (before + after).count(b"[DONE]") == 1
 
 
 def test_a_json_body_waits_for_the_commit(served: tuple[RouterServer, GateSink]) -> None:
@@ -107,6 +124,7 @@ def test_a_record_not_stored_is_never_acknowledged(served: tuple[RouterServer, G
     resp = httpx.post(server.url + URL, json=body(stream), timeout=20)
     refuser.join(10)
     assert b"[DONE]" not in resp.content
+    assert not FINISHING.search(resp.content)  # nor the answer's finishing event
     assert b"could not be stored" in resp.content
     if not stream:
         assert resp.status_code == 500

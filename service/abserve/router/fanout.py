@@ -72,8 +72,9 @@ class Relay:
     # True once the primary's terminator ([DONE]) is read: the client has (or is about to
     # have) its whole answer, so its disconnecting no longer cancels any arm.
     complete: bool = False
-    # The terminator's bytes, held back from the queue: the client gets them last, once
-    # the exchange is stored when acknowledgement waits for the store (``relay``).
+    # The final bytes, held back from the queue: the event that finishes the answer (its
+    # ``finish_reason``), any after it (usage) and the terminator. The client gets them last,
+    # once the exchange is stored when acknowledgement waits for the store (``relay``).
     tail: bytes = b""
 
     def open(self, head: Head | None) -> None:
@@ -84,6 +85,7 @@ class Relay:
         """Report a failure: a gateway error if nothing was sent, else an error event."""
         status = _GATEWAY_STATUS.get(error_class, 502)
         message = f"primary arm failed: {error_class}"
+        self.tail = b""  # a failed answer ends with the error event, not its held-back end
         if not self.head.done():
             self.open(Head(status, "application/json", error_body(status, message)))
         else:
@@ -240,8 +242,8 @@ class ArmCall:
             chunk = self._fold(payload, t)
             if self.relay is not None:
                 out = _client_event(payload, chunk, self.relay.additions)
-                if payload == DONE:
-                    self.relay.tail = out or b""  # sent last: see Relay.tail
+                if payload == DONE or (out is not None and self.transcript.finish_reason is not None):
+                    self.relay.tail += out or b""  # the finishing event on: sent last (Relay.tail)
                 elif out is not None:
                     parts.append(out)
         return parts

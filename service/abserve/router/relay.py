@@ -15,11 +15,12 @@ builds a queue the client cannot see, which would make its latencies worse than 
 primary's on identical builds.
 
 With ``stored`` (settings ``acknowledge: stored``, the default) the final bytes of the answer
-(a stream's ``[DONE]`` and its end, or a whole JSON body) go out only once the exchange's
-record is committed to the store (which needs every arm, so it implies ``wait_all``): a
-client that received its whole answer can count on its record surviving a crash of the
-router. Every event before the terminator goes out as it comes, so the client's first token
-does not move; nor does any arm's timing, measured from the arms' bytes. When the record
+(a stream's last event, the one with its ``finish_reason``, whatever follows it and
+``[DONE]``, or a whole JSON body) go out only once the exchange's record is committed to the
+store (which needs every arm, so it implies ``wait_all``): a client that received its whole
+answer can count on its record surviving a crash of the router. Every event before the
+finishing one goes out as it comes, so the client's first token does not move (unless the
+answer is one event long); nor does any arm's timing, measured from the arms' bytes. When the record
 could not be stored the client gets an error instead (an error event and no ``[DONE]``, or
 a 500), never an acknowledgement.
 """
