@@ -32,7 +32,7 @@ __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "R
 
 # Router settings that ``abserve run`` sets itself for every run.
 RUN_OWNED_ROUTER_KEYS = frozenset(
-    {"run_id", "run_dir", "database_url", "host", "port", "api_key", "dev_mode"})
+    {"run_id", "run_dir", "database_url", "host", "port", "api_key", "dev_mode", "parent_pid"})
 
 
 class ModelConfig(BaseModel):

@@ -13,6 +13,10 @@ once in every process it starts (API server, engine core, workers).
   ``kv_cache_utils`` and ``block_pool``.
 - ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
   ``abserve.telemetry``).
+- ``ABSERVE_PARENT_PID`` (set by ``abserve run`` for its managed arms): the server process
+  that is its direct child SIGTERMs its own process group when that process is gone
+  (killed), so no arm outlives a killed run (``abserve.parent_watch``). Always, whether
+  or not a lookup is selected.
 
 Modules are patched when they are imported (an import hook); this plugin imports none of
 them itself, so which process loads which module is vLLM's own doing: vLLM's API server
@@ -46,6 +50,7 @@ from types import ModuleType
 from typing import Any
 
 from abserve import lookup, mutants
+from abserve.parent_watch import stop_group_when_orphaned
 from abserve.telemetry import ProcessTelemetry, TelemetryWriter, process_role
 
 logger = logging.getLogger("abserve.vllm_plugin")
@@ -74,10 +79,12 @@ GATHER_METHODS = {
 
 _state: ProcessTelemetry | None = None
 _writer: TelemetryWriter | None = None
+_orphan_watch: tuple[int, bool] | None = None  # (pid, watching): the parent watch, once per process
 
 
 def register() -> None:
     """vLLM's entry point: set up patching for this process (once per process)."""
+    _stop_when_orphaned()
     mode = os.environ.get(MODE_ENV, "").strip()
     if not mode:
         _record_identity()
@@ -87,6 +94,16 @@ def register() -> None:
     if _state is not None and _state.pid == os.getpid():
         return
     _init_state(mode, os.environ.get(SCOPE_ENV, "runner").strip() or "runner")
+
+
+def _stop_when_orphaned() -> None:
+    """In the server process ``abserve run`` started (``PARENT_PID_ENV``, a direct child):
+    SIGTERM the server's process group once the run is gone, so a killed run leaves no arm
+    running (``abserve.parent_watch``). Once per process; nothing in vLLM's own children."""
+    global _orphan_watch
+    if _orphan_watch is None or _orphan_watch[0] != os.getpid():
+        thread = stop_group_when_orphaned()
+        _orphan_watch = (os.getpid(), thread is not None)
 
 
 def _init_state(mode: str, scope: str) -> None:

@@ -3,6 +3,8 @@
 The router is its own process (as on a GPU host) so the run measures the same server users
 deploy; it is started with the run's API key in its environment only and stopped with SIGTERM,
 so it drains the arms and flushes every acknowledged exchange before the judgment reads them.
+It is told the run's pid (``parent_pid``): if ``abserve run`` is killed (SIGKILL) and cannot
+stop it, the router stops by itself and marks the run ``interrupted`` (``abserve.parent_watch``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
         "arms": arms, "primary": config.router.get("primary", config.baseline),  # the arm the client hears
         "run_id": run_id, "run_dir": str(paths.out),
         "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
+        "parent_pid": os.getpid(),  # killed, this run leaves no router behind: abserve.parent_watch
     }
     if policy is not None:
         settings["run_provenance"] = start_provenance(config, policy).model_dump(mode="json")

@@ -28,6 +28,7 @@ import psutil
 from pydantic import BaseModel, Field
 
 from abserve.launch.start_cpus import machine_start_binds
+from abserve.parent_watch import PARENT_PID_ENV
 from abserve.telemetry import ProcessTelemetry, read_telemetry, since
 from abserve.vllm_plugin import MODE_ENV, SCOPE_ENV, TELEMETRY_ENV
 
@@ -140,6 +141,8 @@ def server_env(lookup_mode: str | None, telemetry_dir: Path | None, spec: Server
     if telemetry_dir is not None:
         env[TELEMETRY_ENV] = str(telemetry_dir)
     env.update(spec.env)
+    # the arm stops by itself if abserve is killed (abserve.vllm_plugin, abserve.parent_watch)
+    env[PARENT_PID_ENV] = str(os.getpid())
     return env
 
 

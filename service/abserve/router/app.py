@@ -7,7 +7,9 @@ writer (the store's ``BatchWriter``, or an injected sink in tests). Paths: ``POS
 ``GET /livez`` (no backend call), ``GET /readyz`` (every arm's ``/health`` answers 200;
 otherwise 503 with the reason per arm: a dead arm makes every exchange useless),
 ``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
-On shutdown the exchanges in flight are drained and their records flushed. With
+On shutdown the exchanges in flight are drained and their records flushed.
+With ``parent_pid`` (``abserve run`` sets it) the router also shuts down so when that
+process is gone, and marks its run ``interrupted`` (``abserve.parent_watch``). With
 ``acknowledge: stored`` (the default) a client's answer ends only once its exchange is
 committed to the store (``relay``, ``store.writer``).
 A client's ``X-Request-ID`` is recorded in the exchange's tags (``client_request_id``) beside
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +34,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from abserve.parent_watch import watch_parent
 from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.admission import SharedCounts
 from abserve.router.augment import augment, check_sampling
@@ -74,11 +79,31 @@ class RouterState:
             self.shared.publish(self.answering, self.recorder.admitted)
 
 
+@dataclass
+class Orphan:
+    """Whether the router's parent (``settings.parent_pid``: ``abserve run``) is gone."""
+
+    gone: bool = False
+
+    def stop(self) -> None:
+        """The parent is gone: remember it, and stop as on SIGTERM (drain, flush)."""
+        self.gone = True
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _watch_parent(settings: RouterSettings, orphan: Orphan) -> asyncio.Task[None] | None:
+    if settings.parent_pid is None:
+        return None
+    return asyncio.create_task(watch_parent(settings.parent_pid, orphan.stop))
+
+
 @asynccontextmanager
-async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIterator[ExchangeSink]:
+async def _open_sink(settings: RouterSettings, own_run: bool = True,
+                     orphan: Orphan | None = None) -> AsyncIterator[ExchangeSink]:
     """The store's batch writer for this run, created (or with ``resume`` reopened:
     ``router.run_open``); marks the run completed on a clean exit (and
-    interrupted when the router's lifespan ends with an error). A
+    interrupted when the router's lifespan ends with an error, or when it stopped because
+    its parent, ``abserve run``, is gone: ``orphan``). A
     worker of several (``own_run`` False) only writes: its supervisor creates and finishes
     the run (``router.workers``)."""
     from abserve.router.run_open import open_run
@@ -99,7 +124,7 @@ async def _open_sink(settings: RouterSettings, own_run: bool = True) -> AsyncIte
     status: Literal["completed", "interrupted"] = "interrupted"  # unless the lifespan ends cleanly
     try:
         yield writer
-        status = "completed"
+        status = "interrupted" if orphan is not None and orphan.gone else "completed"
     finally:
         writer.close()
         if own_run:
@@ -118,10 +143,11 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None, *,
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            orphan = Orphan()
             clients = {name: await stack.enter_async_context(ArmClient(arm, settings.pool))
                        for name, arm in settings.arms.items()}
             out = sink if sink is not None else await stack.enter_async_context(
-                _open_sink(settings, own_run))
+                _open_sink(settings, own_run, orphan))
             metrics = RouterMetrics()
             recorder = Recorder(out, metrics, settings.run_id, settings.primary,
                                 settings.store_prompt_text, settings.prompt_logprobs_fraction,
@@ -131,7 +157,10 @@ def create_app(settings: RouterSettings, sink: ExchangeSink | None = None, *,
             recorder.on_recorded = state.publish
             log.info("router up: run %s, arms %s, primary %s", settings.run_id,
                      sorted(settings.arms), settings.primary)
+            watch = _watch_parent(settings, orphan)
             yield
+            if watch is not None:
+                watch.cancel()
             left = await recorder.drain(settings.drain_timeout_s)
             log.info("router down: drained, %d exchanges cancelled", left)
 

@@ -111,6 +111,11 @@ class RouterSettings(BaseSettings):
     # created (router/run_open.py): ``abserve run`` gives the policy the run is judged with,
     # so a watch judges every look as the run does. Not part of the stored config.
     run_provenance: RunProvenance = Field(default_factory=RunProvenance)
+    # The process that started this router (``abserve run`` sets its own pid): when it is
+    # gone (killed), the router drains and marks its run interrupted, never completed
+    # (``abserve.parent_watch``). None: no watch (a router started by hand or by compose).
+    # Not part of the stored config.
+    parent_pid: int | None = Field(default=None, ge=1)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
@@ -216,7 +221,8 @@ class RouterSettings(BaseSettings):
 
     def public_config(self) -> dict[str, Any]:
         """The settings as stored with the run: secrets and credentials left out."""
-        data = self.model_dump(mode="json", exclude={"api_key", "database_url", "run_provenance"})
+        data = self.model_dump(mode="json", exclude={"api_key", "database_url", "run_provenance",
+                                                      "parent_pid"})
         for arm in data["arms"].values():
             arm.pop("api_key", None)
         return data

@@ -16,7 +16,9 @@ router`` process):
 3. starts the workers (``python -m abserve.router.workers``) with the same settings file,
    the same run id and its own index, and restarts one that dies;
 4. on SIGINT/SIGTERM stops every worker with SIGTERM (each drains its exchanges and flushes
-   its records, as a single router does), then marks the run ``completed``.
+   its records, as a single router does), then marks the run ``completed``; it does the
+   same, but marks the run ``interrupted``, when its parent (``parent_pid``: ``abserve
+   run``) is gone, and each worker stops itself if the supervisor is (``abserve.parent_watch``).
 
 Several processes writing one run need PostgreSQL (``database_url``); SQLite stays the
 single-process default and is refused here. What is per process, and how it is made right
@@ -49,6 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from abserve.parent_watch import parent_gone
 from abserve.router.admission import SharedCounts, create_counts
 from abserve.router.metrics import MULTIPROC_ENV
 from abserve.router.serve import StartupError, run_app
@@ -87,11 +90,13 @@ class Supervisor:
     def __init__(self, config: Path, settings: RouterSettings, workers: int,
                  overrides: dict[str, Any]) -> None:
         self.config, self.settings, self.workers = config, settings, workers
-        self.overrides = {**overrides, "run_id": settings.run_id}
+        # workers watch the supervisor, not abserve run (abserve.parent_watch)
+        self.overrides = {**overrides, "run_id": settings.run_id, "parent_pid": os.getpid()}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.counts = Path()  # the workers' shared admission counts (created in ``run``)
         self.started = [0.0] * workers  # monotonic start time of each worker
         self.stopping = False
+        self.orphaned = False  # stopped because its parent (settings.parent_pid) is gone
         self._restarted = 0
 
     def _spawn(self, index: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -136,6 +141,7 @@ class Supervisor:
                          self.workers, s.host, s.port)
                 while not self.stopping:
                     time.sleep(0.2)
+                    self._check_parent()
                     failed = self._replace_dead(env)
                     restarts += self._restarted
                     self.stopping = self.stopping or failed is not None
@@ -144,11 +150,19 @@ class Supervisor:
                 held.close()
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
-                store.finish_run(s.run_id, "completed" if failed is None else "interrupted")
+                cut_short = failed is not None or self.orphaned
+                store.finish_run(s.run_id, "interrupted" if cut_short else "completed")
                 shutil.rmtree(metrics_dir, ignore_errors=True)
         if failed is not None:
             raise StartupError(failed)
         return restarts
+
+    def _check_parent(self) -> None:
+        """Stop (the run to be marked interrupted) once ``settings.parent_pid`` is gone."""
+        pid = self.settings.parent_pid
+        if pid is not None and not self.orphaned and parent_gone(pid):
+            log.warning("parent process %d is gone (abserve run was killed): stopping", pid)
+            self.orphaned = self.stopping = True
 
     def _replace_dead(self, env: dict[str, str]) -> str | None:
         """Restart workers that died after starting; the reason to stop when one died

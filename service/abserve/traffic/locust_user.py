@@ -17,6 +17,10 @@ every second while the run is unfinished and ends the run as ``worker_lost`` (ex
 when one is missing or gone. A master run that Locust ends for its own reasons (``--run-time``)
 before every shard is done records ``stopped``, never ``completed``. Each process writes
 ``node-<node>-<pid>.json`` with its ``stop_reason`` when the test stops.
+
+The process that started Locust (``abserve run``, ``abserve load``) passes its pid in
+``ABSERVE_PARENT_PID``; if it is killed, the local runner or master ends the run as
+``parent_gone`` (exit code 5) instead of sending load to nobody (``abserve.parent_watch``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.limits import MAX_ERROR_RATE
+from abserve.parent_watch import POLL_S, parent_from_env, parent_gone
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError
@@ -42,6 +47,7 @@ log = logging.getLogger("abserve.traffic")
 EXIT_WORKER_LOST = 4
 EXIT_ERROR_RATE = 3
 EXIT_SETUP = 2
+EXIT_PARENT_GONE = 5
 WATCH_INTERVAL_S = 1.0
 # run: this process's RunState; done: shards reported done (master); reason: why the run ended;
 # workers: worker ids the master has seen this run; watch: the master's worker-watch greenlet
@@ -86,6 +92,18 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         runner.register_message("abserve_done", _master_on_done)
         runner.register_message("abserve_abort", _master_on_abort)
+    parent = parent_from_env()  # None in a worker: its parent is the master, not abserve
+    if parent is not None:
+        gevent.spawn(_watch_parent, environment, parent)
+
+
+def _watch_parent(environment: Environment, parent: int) -> None:
+    """End the run as ``parent_gone`` once the process that started Locust (``abserve run``
+    or ``abserve load``, ``PARENT_PID_ENV``) is gone: no load outlives a killed run."""
+    while not parent_gone(parent):
+        gevent.sleep(POLL_S)
+    log.error("abserve: parent process %d is gone (abserve was killed): ending the run", parent)
+    _abort(environment, "parent_gone", EXIT_PARENT_GONE)
 
 
 @events.test_start.add_listener
