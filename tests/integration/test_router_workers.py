@@ -6,9 +6,10 @@ fresh connection, so the kernel spreads them over both workers. Checked: every e
 acknowledged to the client (its ``x-abserve-request-id``) is stored exactly once, both
 workers answered some, ``/metrics`` counts the requests of all workers whichever answers,
 the run is created once and ``completed`` after SIGTERM; with ``resume`` a restarted
-supervisor reopens the run and both halves are stored once. Settings several workers cannot
-share (SQLite) are refused with a usage error; a port already taken stops the supervisor
-before it touches the store.
+supervisor reopens the run and both halves are stored once; with its parent (``abserve
+run``) killed, supervisor and workers stop by themselves and the run is stored
+``interrupted``. Settings several workers cannot share (SQLite) are refused with a usage
+error; a port already taken stops the supervisor before it touches the store.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import httpx
 import psutil
 import pytest
 import yaml
+from sqlalchemy import select
 from tests.support.fake_upstream import FakeUpstream, free_port
 
 from abserve.records import REQUEST_ID_HEADER
 from abserve.store import Store
+from abserve.store.schema import runs_table
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.postgres]
 REQUESTS = 60
@@ -163,3 +166,43 @@ def test_a_taken_port_is_a_startup_error_before_the_store_is_touched(tmp_path: P
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 4, done.stderr[-2000:]
     assert "cannot listen on 127.0.0.1" in done.stderr
+
+
+# A parent that starts the router as abserve run does (its pid in the router's settings, here
+# through the environment: ABSERVE_ROUTER_PARENT_PID) and waits; the test SIGKILLs it.
+PARENT = ("import os, subprocess, sys; os.environ['ABSERVE_ROUTER_PARENT_PID'] = str(os.getpid()); "
+          "subprocess.Popen([sys.executable, '-m', 'abserve', 'router', '--config', sys.argv[1], "
+          "'--workers', '2'], stdout=sys.stdout, stderr=sys.stderr).wait()")
+
+
+def test_a_supervisor_whose_parent_is_killed_stops_and_marks_its_run_interrupted(
+        tmp_path: Path, pg_url: str) -> None:
+    """Supervisor and workers gone within 20 s of the SIGKILL; the stored status (not only the
+    status derived from a dead owner) is ``interrupted``; what was acknowledged is stored."""
+    with FakeUpstream() as a, FakeUpstream() as b:
+        config, port = _config(tmp_path, [a.url, b.url], pg_url)
+        log = tmp_path / "router.log"
+        with open(log, "wb") as out:
+            parent = subprocess.Popen([sys.executable, "-c", PARENT, str(config)], stdout=out,
+                                      stderr=out)
+        started: list[psutil.Process] = []
+        try:
+            _wait_up(parent, port)
+            started = psutil.Process(parent.pid).children(recursive=True)
+            assert len(started) == 3, started  # the supervisor and its 2 workers
+            acked = [_one(port) for _ in range(6)]
+            parent.send_signal(signal.SIGKILL)
+            parent.wait(timeout=10)
+            _, alive = psutil.wait_procs(started, timeout=20)
+            assert alive == [], log.read_text()[-3000:]
+        finally:
+            for proc in started:
+                if proc.is_running():
+                    proc.kill()
+    assert "is gone (abserve run was killed)" in log.read_text()
+    with Store.open(pg_url) as store, store.engine.connect() as conn:
+        status = conn.execute(select(runs_table.c.status).where(
+            runs_table.c.run_id == "workers-run")).scalar_one()
+        stored = [e.request_id for e in store.iter_exchanges("workers-run")]
+    assert status == "interrupted"
+    assert sorted(stored) == sorted(acked)

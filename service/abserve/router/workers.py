@@ -58,6 +58,7 @@ from abserve.router.serve import StartupError, run_app
 from abserve.router.settings import RouterSettings, load_settings
 
 log = logging.getLogger("abserve.router")
+PARENT_PID_SETTING = "ABSERVE_ROUTER_PARENT_PID"  # RouterSettings.parent_pid from the environment
 RESTART_PAUSE_S = 1.0  # between a worker's death and its replacement
 STARTUP_GRACE_S = 20.0  # a worker that dies sooner after its start is not restarted
 
@@ -90,8 +91,7 @@ class Supervisor:
     def __init__(self, config: Path, settings: RouterSettings, workers: int,
                  overrides: dict[str, Any]) -> None:
         self.config, self.settings, self.workers = config, settings, workers
-        # workers watch the supervisor, not abserve run (abserve.parent_watch)
-        self.overrides = {**overrides, "run_id": settings.run_id, "parent_pid": os.getpid()}
+        self.overrides = {**overrides, "run_id": settings.run_id}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.counts = Path()  # the workers' shared admission counts (created in ``run``)
         self.started = [0.0] * workers  # monotonic start time of each worker
@@ -130,7 +130,9 @@ class Supervisor:
                 held.close()
                 raise StartupError(str(exc)) from exc
             metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
-            env = {**os.environ, MULTIPROC_ENV: metrics_dir}
+            # workers watch the supervisor, not abserve run (abserve.parent_watch); in their
+            # environment, as the environment wins over a settings file and overrides
+            env = {**os.environ, MULTIPROC_ENV: metrics_dir, PARENT_PID_SETTING: str(os.getpid())}
             self.counts = Path(metrics_dir) / "admission.bin"  # not a *.db: metrics' own files
             create_counts(self.counts, self.workers)
             restarts, failed = 0, None
