@@ -2,7 +2,8 @@
 real local server. The totals add up and no request is sent twice; and when a worker process
 is killed mid-run, the master ends the run at once with exit code 4 and stop reason
 ``worker_lost`` instead of waiting for ``--run-time``; and a run that ``--run-time`` cuts short
-records ``stopped``, not nothing."""
+records ``stopped``, not nothing; and when the process that started Locust (``abserve run``)
+is killed, Locust ends the run by itself as ``parent_gone``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 from tests.support.fake_upstream import Knobs, free_port
 from tests.support.tokenizing_upstream import TokenizingUpstream
@@ -26,6 +28,10 @@ from abserve.traffic.timing import read_timings
 N = 10
 # locust_user.EXIT_WORKER_LOST; not imported: importing Locust would gevent-patch this process
 EXIT_WORKER_LOST = 4
+# A parent that starts Locust as abserve.traffic.runner does (its pid in ABSERVE_PARENT_PID)
+# and waits; the test SIGKILLs it.
+PARENT = ("import os, subprocess, sys; os.environ['ABSERVE_PARENT_PID'] = str(os.getpid()); "
+          "subprocess.Popen(sys.argv[1:]).wait()")
 
 
 def _start(tmp_path: Path, url: str, requests: int, workers: int, users: int,
@@ -144,3 +150,34 @@ def test_a_run_time_stop_before_the_shards_are_done_is_not_completed(tmp_path: P
     master_summary = _nodes(tmp_path)["master"]
     assert master_summary["stop_reason"] == "stopped"
     assert master_summary["done_shards"] == []
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_parent_ends_the_load_as_parent_gone(tmp_path: Path) -> None:
+    requests = 60  # ~0.4 s each over 2 users: far more load than runs before the kill
+    with TokenizingUpstream(Knobs(n_tokens=4, token_delay_s=0.1)) as up:
+        args = locust_args(LoadSpec("interleaved", up.url, requests=requests, users=2, seed=5,
+                                    run_id="orphan", out_dir=tmp_path, timeout_s=30))
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "2",
+               "-r", "2", "--run-time", "600s", *args]
+        with (tmp_path / "locust.log").open("w") as log:
+            parent = subprocess.Popen([sys.executable, "-c", PARENT, *cmd], stdout=log,
+                                      stderr=subprocess.STDOUT)
+        locust: list[psutil.Process] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(up.arrivals) < 3 and parent.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(up.arrivals) >= 3, (tmp_path / "locust.log").read_text()[-2000:]
+            locust = psutil.Process(parent.pid).children(recursive=True)
+            parent.kill()
+            parent.wait(timeout=10)
+            _, alive = psutil.wait_procs(locust, timeout=20)
+            assert alive == [], (tmp_path / "locust.log").read_text()[-2000:]
+        finally:
+            for proc in locust:
+                if proc.is_running():
+                    proc.kill()
+        sent = len(up.arrivals)
+    assert sent < requests
+    assert _nodes(tmp_path)["local"]["stop_reason"] == "parent_gone"

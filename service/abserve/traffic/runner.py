@@ -27,7 +27,7 @@ from abserve.traffic.timing import read_timings
 # Packaged, so an installed abserve sends load from any directory (abserve.loadtest).
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadtest" / "locustfile.py"
 EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit",
-              4: "a worker was lost"}
+              4: "a worker was lost", 5: "the process that started it was killed"}
 
 
 class LoadError(RuntimeError):
