@@ -1,5 +1,6 @@
 """The vLLM plugin patches exactly the modules its scope names, through vLLM's own plugin
-loader, records what it did per process, and stays out of the way when not asked."""
+loader, records what it did per process, and stays out of the way when not asked; in an
+arm's server whose ``abserve run`` is killed, it stops the server's whole process group."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from abserve import vllm_plugin
@@ -176,3 +179,34 @@ def test_invalid_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ABSERVE_MM_LOOKUP", "binary")
     with pytest.raises(ValueError, match="expected one of linear, bisect, hybrid"):
         vllm_plugin.register()
+
+
+# An arm's server as abserve run starts it: its own session (process group), ABSERVE_PARENT_PID
+# set to the run's pid; the plugin registered (as vLLM does at start-up) and a child of its own
+# (as vLLM's engine process). The parent, standing in for abserve run, is then SIGKILLed.
+ARM_SERVER = ("import subprocess, time; from abserve import vllm_plugin; vllm_plugin.register(); "
+              "subprocess.Popen(['sleep', '60']); time.sleep(60)")
+RUN = ("import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', sys.argv[1]], "
+       "start_new_session=True, env={**os.environ, 'ABSERVE_PARENT_PID': str(os.getpid())}).wait()")
+
+
+@pytest.mark.process
+def test_an_arm_whose_run_is_killed_stops_its_whole_process_group() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ABSERVE_")}
+    run = subprocess.Popen([sys.executable, "-c", RUN, ARM_SERVER], env=env)
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        # the server and its child, which it starts once the plugin is registered
+        while len(started) < 2 and time.monotonic() < deadline:
+            started = psutil.Process(run.pid).children(recursive=True)
+            time.sleep(0.1)
+        assert len(started) == 2, started
+        run.kill()
+        run.wait(timeout=10)
+        _, alive = psutil.wait_procs(started, timeout=10)
+        assert alive == []
+    finally:
+        for proc in started:
+            if proc.is_running():
+                proc.kill()
