@@ -14,7 +14,7 @@ lock:
 
 # `make run` succeeds when the run reached a verdict (pass 0, fail 1, inconclusive or marginal 2)
 # and fails when it could not: invalid 3, or a tool error (4 usage or refused input, 5 internal
-# error, 130 interrupted). Gate CI on `abserve run`'s own code (abserve/exit_codes.py).
+# error, 130 interrupted). Gate CI on `abserve run`'s own code (abserve/base/exit_codes.py).
 run: setup
 	@$(PY) -m abserve run $(CONFIG) --out $(OUT); code=$$?; \
 	if [ $$code -le 2 ]; then echo "make run: verdict reached (exit $$code); report in $(OUT)"; \
@@ -38,8 +38,10 @@ FAST := not server and not vllm and not postgres and not browser and not compose
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m "$(FAST)" $(PYTEST_ARGS)
 
+# ruff; the layers and no import cycles (.importlinter, import-linter); mypy
 lint: setup
 	.venv/bin/ruff check service loadtest tests benchmarks scripts
+	.venv/bin/lint-imports .importlinter
 	.venv/bin/mypy
 
 # The GPU host's docker compose stack, executed on this machine (no GPU): engine installed and

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from abserve.compare import Judgment, Policy, judge, load_policy
 from abserve.compare.policy import ArmRoles
 from abserve.compare.warmup import drop_warmup
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 from abserve.store.latest import latest_run
 
 BLOCK_MIN_PAIRS = 6  # abserve.compare.blocked leaves out blocks with fewer pairs

@@ -4,7 +4,7 @@ Starts two real servers on the tiny LLaVA (4 tokens per 28x28 image, chunked pre
 tokens), arm ``a`` with the linear window lookup and arm ``b`` with vLLM's bisect, each on its
 own core, and sends both the same request at the same instant, one request at a time, for
 requests of k images. After each request it reads the servers' plugin telemetry
-(``abserve.telemetry.read_telemetry``: ``gather_calls``, ``gather_ns``, ``lookup_calls``,
+(``abserve.model.telemetry.read_telemetry``: ``gather_calls``, ``gather_ns``, ``lookup_calls``,
 ``lookup_ns``, ``items_examined``) and attributes the increase to that request: time per engine
 step in the gather path (``_gather_mm_embeddings`` of the V1 runner, one call per engine step),
 time per lookup call, and items the lookup examined per call. The two arms are measured side by
@@ -33,9 +33,9 @@ from typing import Any
 
 import httpx
 
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers
-from abserve.launch.tiny_model import ensure_tiny_model
-from abserve.telemetry import Counters, read_telemetry, sum_counters
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers
+from abserve.arms.tiny_model import ensure_tiny_model
+from abserve.model.telemetry import Counters, read_telemetry, sum_counters
 from abserve.traffic.images import make_image
 
 REPO = Path(__file__).resolve().parents[1]

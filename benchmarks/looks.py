@@ -1,5 +1,5 @@
 """What the k-th look of a sequential run costs: a fresh read of the whole run against an
-incremental look (``abserve.launch.looks.IncrementalLooks``).
+incremental look (``abserve.runs.looks.IncrementalLooks``).
 
 A run of ``rounds`` rounds of ``per_round`` exchanges each, of ``benchmarks.scale``'s shape
 (3 arms, 64 output tokens, top-5 logprobs, a mismatching candidate every 997th exchange), is
@@ -25,8 +25,8 @@ from tests.support.records_factory import run_info
 
 from abserve.compare import load_policy
 from abserve.compare.digest import Digester
-from abserve.launch.looks import IncrementalLooks
-from abserve.launch.rounds import interim_judgment
+from abserve.runs.looks import IncrementalLooks
+from abserve.runs.rounds import interim_judgment
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,8 +26,8 @@ import httpx
 import orjson
 from tests.support.mm_requests import chat_request
 
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers
-from abserve.launch.tiny_model import ensure_tiny_model
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers
+from abserve.arms.tiny_model import ensure_tiny_model
 from abserve.router.prompt_sample import parse, probe_body
 
 REPO = Path(__file__).resolve().parents[1]

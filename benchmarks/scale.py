@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tests.support.records_factory import arm, position, run_info
 
-from abserve.records import ArmOutcome, Exchange
+from abserve.model.records import ArmOutcome, Exchange
 from abserve.store import Store
 from abserve.store.rows import Row, exchange_row
 

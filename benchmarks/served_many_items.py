@@ -26,7 +26,7 @@ from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import ArmRoles, Policy, bucket_label
 from abserve.compare.warmup import drop_warmup
 from abserve.config import load_experiment
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 from abserve.store.latest import latest_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = load_experiment(args.config)
     if not args.skip_run:
-        from abserve.launch.orchestrator import run_experiment
+        from abserve.runs.orchestrator import run_experiment
 
         run_experiment(config, args.config, args.out, Console(stderr=True))
     policy = load_policy(config.policy).model_copy(update={"arms": ArmRoles(baseline="a", candidate="b",

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers
-from abserve.launch.tiny_model import ensure_tiny_model
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers
+from abserve.arms.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import time
 
 from tests.support.records_factory import arm, exchange
 
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 from abserve.store import BatchWriter, Store
 
 

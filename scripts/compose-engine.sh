@@ -54,7 +54,7 @@ start_engine() {
   if docker info >/dev/null 2>&1 && ! ours_running; then
     if [ "${ABSERVE_COMPOSE_USE_ENGINE:-0}" != 1 ]; then
       echo "compose-engine: refusing to use a running Docker engine that this script did not start (set ABSERVE_COMPOSE_USE_ENGINE=1 to run the check in it; it removes only what it created)" >&2
-      exit 4  # a refusal: a tool error (abserve/exit_codes.py)
+      exit 4  # a refusal: a tool error (abserve/base/exit_codes.py)
     fi
     install_compose
     log "using the engine that is already running (ABSERVE_COMPOSE_USE_ENGINE=1); it is never stopped"

@@ -9,7 +9,7 @@
 # within the config's budget, traffic files, proofs, the report), with
 # `docker compose up --exit-code-from orchestrator`, which stops the stack when the sign-off is
 # decided. Saves every container's log to runs/<id>/compose.log, tears the stack down, and
-# exits with the orchestrator's code (abserve/exit_codes.py):
+# exits with the orchestrator's code (abserve/base/exit_codes.py):
 #   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid, 4 refused (before anything ran: no
 #   config or .env, a config compose cannot run, the GPU preflight refused; or the run's own
 #   checks), 5 internal error, 6 the load stopped at its error-rate limit, 130 interrupted.
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 CONFIG="${1:-configs/gpu-qwen2.5-vl-3b.yaml}"
 shift || true
-INVALID=3   # the run could not be judged (abserve/exit_codes.py)
+INVALID=3   # the run could not be judged (abserve/base/exit_codes.py)
 REFUSED=4   # the sign-off was refused before anything ran
 ENV_FILE="${ABSERVE_ENV_FILE:-.env}"
 

@@ -1,13 +1,13 @@
 """Experiment configuration: what ``abserve run`` starts, sends and judges.
 
 One YAML file (``configs/cpu-default.yaml``, ``configs/gpu-*.yaml``) names the model, the
-server arguments every arm shares, the arms (``abserve.arms``: managed servers, external
+server arguments every arm shares, the arms (``abserve.model.arms``: managed servers, external
 endpoints or images; one baseline, any number of candidates and noise floors), router
 overrides, the bounded load plan (traffic profiles one after another) and the policy.
 Everything here is checked when the file loads, before any server starts: unknown keys,
 router overrides (against the router's own settings), secrets written as literals. The
 checks that need the machine (interpreters, endpoints, vLLM's own argument parser) are
-``abserve.launch.arm_checks``. The CPU default builds its tiny model offline; GPU configs
+``abserve.arms.arm_checks``. The CPU default builds its tiny model offline; GPU configs
 name a hub model and are run by ``docker compose`` through ``abserve.deploy.compose_env``,
 which reads this same schema.
 """
@@ -20,13 +20,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from abserve.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
-from abserve.config_paths import rebase_experiment
-from abserve.packaged import packaged, resolve_config
-from abserve.placement import Order, is_balanced, plan_blocks
-from abserve.roles import baselines, resolve_roles
+from abserve.base.config_paths import rebase_experiment
+from abserve.base.packaged import packaged, resolve_config
+from abserve.base.yamlfile import read_mapping
+from abserve.model.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
+from abserve.model.placement import Order, is_balanced, plan_blocks
+from abserve.model.roles import baselines, resolve_roles
 from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
-from abserve.yamlfile import read_mapping
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
 
@@ -112,7 +112,7 @@ class LoadConfig(BaseModel):
     users: int = Field(4, ge=1)
     seed: int = 0
     # Each block's load stops beyond this share of failures. Looser than the policy's
-    # max_error_rate (abserve.limits: 0.02) on purpose: the policy judges the whole run's rate,
+    # max_error_rate (abserve.base.limits: 0.02) on purpose: the policy judges the whole run's rate,
     # which a few failures in one block of it do not decide.
     max_error_rate: float = Field(0.2, ge=0.0, le=1.0)
     # closed: each user sends its next request when the client's answer (the primary arm's)
@@ -131,7 +131,7 @@ class LoadConfig(BaseModel):
 
 
 class BlocksConfig(BaseModel):
-    """Counterbalanced blocks (``abserve.launch.blocks``): the run is ``count`` blocks, each
+    """Counterbalanced blocks (``abserve.runs.blocks``): the run is ``count`` blocks, each
     sending its share of every load profile; with ``cpu_sets`` the arms rotate through those
     CPU sets between blocks in ``order`` (``balanced``: ABBA; ``cyclic``: ABAB; ``fixed``: no
     swap, the naive design), re-pinned without a restart. Without ``cpu_sets`` each arm keeps
@@ -159,7 +159,7 @@ class BlocksConfig(BaseModel):
 
 
 class BudgetConfig(BaseModel):
-    """A sequential experiment (``abserve.launch.rounds``): load in rounds of one block per
+    """A sequential experiment (``abserve.runs.rounds``): load in rounds of one block per
     placement, judged after each; it stops when every critical gate is decided or when
     ``seconds`` (wall time of the whole run, servers' start included) or ``requests`` (sent,
     warm-up included) cannot fit another round. Each block sends ``requests / blocks.count``
@@ -320,7 +320,7 @@ class ConfigError(ValueError):
 
 
 def load_experiment(path: Path | str) -> ExperimentConfig:
-    """Read and validate an experiment YAML file or packaged name (``abserve.packaged``;
+    """Read and validate an experiment YAML file or packaged name (``abserve.base.packaged``;
     ``extends: OTHER.yaml`` allowed, paths in it relative to the file that names them); raises
     ``ConfigError`` whose message quotes no value of the file (it may hold secrets)."""
     return load_experiment_as(path, ExperimentConfig)

@@ -4,7 +4,7 @@ Registered under the ``vllm.general_plugins`` entry point, so vLLM calls ``regis
 once in every process it starts (API server, engine core, workers).
 
 - ``ABSERVE_MM_LOOKUP=linear|bisect|hybrid`` selects the lookup (``hybrid``: the linear
-  scan below ``ABSERVE_MM_HYBRID_THRESHOLD`` items, default ``abserve.lookup.HYBRID_THRESHOLD``,
+  scan below ``ABSERVE_MM_HYBRID_THRESHOLD`` items, default ``abserve.plugin.lookup.HYBRID_THRESHOLD``,
   vLLM's own helper from there on). Unset or empty: this plugin
   does nothing at all, and vLLM runs untouched.
 - ``ABSERVE_MM_LOOKUP_SCOPE=runner`` (default) patches the model-runner modules that bind
@@ -12,23 +12,23 @@ once in every process it starts (API server, engine core, workers).
   ``gpu_model_runner``); ``all`` also patches the engine core's scheduler,
   ``kv_cache_utils`` and ``block_pool``.
 - ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
-  ``abserve.telemetry``).
+  ``abserve.model.telemetry``).
 - ``ABSERVE_PARENT_PID`` (set by ``abserve run`` for its managed arms): the server process
   that is its direct child SIGTERMs its own process group when that process is gone
-  (killed), so no arm outlives a killed run (``abserve.parent_watch``). Always, whether
+  (killed), so no arm outlives a killed run (``abserve.base.parent_watch``). Always, whether
   or not a lookup is selected.
 
 Modules are patched when they are imported (an import hook); this plugin imports none of
 them itself, so which process loads which module is vLLM's own doing: vLLM's API server
 process imports model-runner modules too (they are patched there as well and listed in its
 telemetry, though it never runs a lookup), which is why the proof counts only lookups made
-inside a worker's gather step (``abserve.telemetry.prove_lookup``). Each record also keeps
+inside a worker's gather step (``abserve.model.telemetry.prove_lookup``). Each record also keeps
 the process's command line and the determinism settings it ran with, read at every flush so
 that values vLLM sets itself (``CUBLAS_WORKSPACE_CONFIG`` under batch invariance) are the
-ones recorded (``abserve.telemetry.RECORDED_ENV``). A module absent from the installed vLLM is
+ones recorded (``abserve.model.telemetry.RECORDED_ENV``). A module absent from the installed vLLM is
 skipped and recorded as such (vLLM 0.24-0.33 differ); a module that exists but does not
 bind the helper is recorded too. ``bisect`` wraps vLLM's own helper (the change under
-test, unmodified); ``linear`` runs ``abserve.lookup.linear_window`` (the pre-change scan);
+test, unmodified); ``linear`` runs ``abserve.plugin.lookup.linear_window`` (the pre-change scan);
 ``hybrid`` dispatches between the two on the number of items. All wrappers pay the same
 counting overhead. Stdlib and vLLM only.
 """
@@ -49,9 +49,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from abserve import lookup, mutants
-from abserve.parent_watch import stop_group_when_orphaned
-from abserve.telemetry import ProcessTelemetry, TelemetryWriter, process_role
+from abserve.base.parent_watch import stop_group_when_orphaned
+from abserve.model.telemetry import ProcessTelemetry, TelemetryWriter, process_role
+from abserve.plugin import lookup, mutants
 
 logger = logging.getLogger("abserve.vllm_plugin")
 
@@ -99,7 +99,7 @@ def register() -> None:
 def _stop_when_orphaned() -> None:
     """In the server process ``abserve run`` started (``PARENT_PID_ENV``, a direct child):
     SIGTERM the server's process group once the run is gone, so a killed run leaves no arm
-    running (``abserve.parent_watch``). Once per process; nothing in vLLM's own children."""
+    running (``abserve.base.parent_watch``). Once per process; nothing in vLLM's own children."""
     global _orphan_watch
     if _orphan_watch is None or _orphan_watch[0] != os.getpid():
         thread = stop_group_when_orphaned()
@@ -257,7 +257,7 @@ def make_lookup(
     """The counted lookup for a mode; ``bisect`` is vLLM's own helper, unmodified.
 
     The work count is computed from the result after the timed call (exact, see
-    ``abserve.lookup``), so both arms pay the same small bookkeeping outside the timing.
+    ``abserve.plugin.lookup``), so both arms pay the same small bookkeeping outside the timing.
     """
     chosen, examined = _lookup_of(mode, vllm_helper)
     chosen = mutants.mutate_lookup(mutant, chosen)

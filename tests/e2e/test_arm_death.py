@@ -15,7 +15,7 @@ import pytest
 import yaml
 from tests.e2e.test_run_cli import abserve, processes_marked, small_config
 
-from abserve.launch.server import API_SERVER
+from abserve.arms.server import API_SERVER
 from abserve.store import Store
 from abserve.traffic.timing import read_timings
 

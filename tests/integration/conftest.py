@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers
-from abserve.launch.tiny_model import ensure_tiny_model
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers
+from abserve.arms.tiny_model import ensure_tiny_model
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = REPO / ".abserve" / "models" / "tiny-llava"

@@ -24,8 +24,8 @@ from tests.integration.conftest import MODEL_DIR, VllmPair
 
 from abserve.compare.policy import Policy, load_policy
 from abserve.config import load_experiment
-from abserve.launch.family import write_family_signoff
-from abserve.launch.orchestrator import run_experiment
+from abserve.runs.family import write_family_signoff
+from abserve.runs.orchestrator import run_experiment
 
 pytestmark = pytest.mark.vllm
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def test_external_arms_judged_against_a_managed_arm_with_holm(vllm_pair: VllmPai
     assert "arm a proved linear" in printed
 
     # the same stored run under a policy that asks for proofs: invalid, naming the external arms
-    from abserve.report.commands import open_store
+    from abserve.report.judging import open_store
 
     store = open_store(f"sqlite:///{out / 'abserve.db'}")
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.integration.conftest import VllmPair
 
-from abserve.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
+from abserve.model.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import build_corpus
 from abserve.traffic.profiles import load_profile

@@ -22,8 +22,8 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import RouterServer, dev_settings
 
+from abserve.model.token_lists import RoutedExchange
 from abserve.store.writer import NotStored
-from abserve.token_lists import RoutedExchange
 
 pytestmark = pytest.mark.timeout(60)
 URL = "/v1/chat/completions"

@@ -14,7 +14,7 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
-from abserve.event_stream import payloads
+from abserve.base.event_stream import payloads
 from abserve.store import Store
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,7 +16,7 @@ from tests.integration.test_router_hardening import find_record
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 from abserve.router.app import MAX_CLIENT_ID_LEN
 from abserve.store import Store
 

@@ -20,7 +20,7 @@ from tests.integration.test_router_hardening import find_record
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
-from abserve.records import REQUEST_ID_HEADER, Exchange
+from abserve.model.records import REQUEST_ID_HEADER, Exchange
 from abserve.router import RouterSettings
 
 pytestmark = pytest.mark.timeout(60)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from tests.support.fake_upstream import FakeUpstream, Knobs, free_port
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 from abserve.store import Store
 
 pytestmark = pytest.mark.timeout(120)

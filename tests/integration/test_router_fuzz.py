@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,7 +16,7 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream, Knobs
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 from abserve.traffic.run_state import discover_model
 from abserve.traffic.sender import API_KEY_ENV
 

@@ -21,7 +21,7 @@ import pytest
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.router_server import RouterServer, dev_settings
 
-from abserve.records import REQUEST_ID_HEADER, ROUTER_RESTARTS_KEY
+from abserve.model.records import REQUEST_ID_HEADER, ROUTER_RESTARTS_KEY
 from abserve.router import create_app
 from abserve.router.settings import RouterSettings
 from abserve.router.workers import StartupError, Supervisor

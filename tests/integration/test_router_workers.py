@@ -31,7 +31,7 @@ import yaml
 from sqlalchemy import select
 from tests.support.fake_upstream import FakeUpstream, free_port
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 from abserve.store import Store
 from abserve.store.schema import runs_table
 

@@ -1,7 +1,7 @@
 """SIGKILL the process running ``abserve run``: the run is judged interrupted, never short.
 
 ``abserve run`` starts its router and its Locust load as processes of their own; killed with
-SIGKILL it can stop neither. Each watches it (``abserve.parent_watch``): the router drains,
+SIGKILL it can stop neither. Each watches it (``abserve.base.parent_watch``): the router drains,
 stops and marks its run ``interrupted`` in the store (not ``completed``, which a later clean
 stop of an orphaned router would have written), and Locust ends its load. Real processes
 throughout: ``abserve run`` on two ``url:`` arms that are fake vLLM servers (no vLLM here;

@@ -23,7 +23,7 @@ from tests.support.mm_requests import png_data_url
 from tests.support.router_server import ListSink, RouterServer, dev_settings
 
 from abserve.compare.equality import compare_pair
-from abserve.records import PositionLogprobs
+from abserve.model.records import PositionLogprobs
 from abserve.router.prompt_sample import parse, probe_body
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import build_corpus

@@ -11,7 +11,7 @@ import pytest
 from tests.integration.conftest import VllmPair
 from tests.support.mm_requests import chat_request
 
-from abserve.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
+from abserve.model.telemetry import FLUSH_INTERVAL_S, prove_lookup, read_telemetry
 
 pytestmark = pytest.mark.vllm
 

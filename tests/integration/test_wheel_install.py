@@ -25,7 +25,7 @@ import pytest
 import yaml
 from tests.support.records_factory import ab_run, run_info
 
-from abserve.provenance_records import RunProvenance
+from abserve.model.provenance import RunProvenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ TORCH_HOOK = "zzz_abserve_torch_compat.pth"
 PROBE = """
 import abserve
 from abserve.config import load_experiment
-from abserve.packaged import packaged_root
+from abserve.base.packaged import packaged_root
 from abserve.traffic.profiles import resolve_profile_path
 from abserve.traffic.runner import LOCUSTFILE
 print(abserve.__file__, packaged_root(), LOCUSTFILE, resolve_profile_path("many-items"),
@@ -210,7 +210,7 @@ def test_an_arm_environment_gets_the_installed_abserve_with_its_plugin_entry_poi
     arm_python = arm / "bin" / "python"
     site = subprocess.run([str(arm_python), "-c", PURELIB], check=True, capture_output=True,
                           text=True).stdout.strip()
-    copy = ("import sys; from pathlib import Path; from abserve.launch import arm_venv; "
+    copy = ("import sys; from pathlib import Path; from abserve.arms import arm_venv; "
             "assert arm_venv.abserve_source() is None; "
             "print(arm_venv.copy_installed_abserve(Path(sys.argv[1])))")
     copied = subprocess.run([str(venv / "bin" / "python"), "-c", copy, site], cwd=outside, env=_env(venv),

@@ -24,7 +24,7 @@ from abserve.ledger.entry import (
     GateEffect,
     LedgerEntry,
 )
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
 from abserve.store import Store
 from abserve.store.schema import accepted_table, ledger_table, runs_table
 

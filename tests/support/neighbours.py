@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from abserve.launch.server import VllmServer
+    from abserve.arms.server import VllmServer
 
 REPO = Path(__file__).resolve().parents[2]
 LATENCY_CONFIG = REPO / "configs" / "selftest" / "latency.yaml"
@@ -53,7 +53,7 @@ def busy_process(cpu: int) -> Iterator[int]:
 
 def _keep_busy(url: str, model: str, stop: threading.Event, sent: list[int],
                begin: Callable[[], bool]) -> None:
-    from abserve.launch.probe import probe_body
+    from abserve.arms.probe import probe_body
 
     body = probe_body(model, images=8) | {"max_tokens": 32}
     while not stop.is_set() and not begin():
@@ -87,7 +87,7 @@ def busy_servers(servers: Sequence[VllmServer], cpu: int, model: str,
     the moment ``begin()`` holds (e.g. ``router_up``: the judged run's own start-up is not what
     is measured); yields their PIDs and answered requests. On exit the clients stop and each
     server goes back onto its own CPUs (every CPU for a server that has none)."""
-    from abserve.launch.server import pin_tree
+    from abserve.arms.server import pin_tree
 
     stop = threading.Event()
     busy = Busy([s.process.pid for s in servers if s.process is not None])
@@ -114,10 +114,10 @@ def other_run(cpu: int, out: Path, servers: int = 2) -> Iterator[list[int]]:
     """``servers`` vLLM servers of their own (the self-test's tiny LLaVA and server flags)
     pinned to ``cpu``, each busy with back-to-back requests (``busy_servers``); yields their
     PIDs once all answer ``/health``."""
+    from abserve.arms.arm_servers import arm_spec
+    from abserve.arms.server import VllmServer, start_servers, stop_servers
     from abserve.config import load_experiment
-    from abserve.launch.arm_servers import arm_spec
-    from abserve.launch.orchestrator import ensure_model
-    from abserve.launch.server import VllmServer, start_servers, stop_servers
+    from abserve.runs.orchestrator import ensure_model
 
     config = load_experiment(LATENCY_CONFIG)
     model = ensure_model(config)
@@ -149,7 +149,7 @@ def judged_from_store(run_dir: Path, default_neighbours: bool = False) -> dict[s
     policy; with ``default_neighbours`` the built-in neighbour rule instead of the selftest's,
     which only reports foreign load), e.g. for a run whose report could not be written."""
     from abserve.compare.policy import ArmRoles, NeighbourRule, load_policy
-    from abserve.report.commands import judge_with_evidence
+    from abserve.report.judging import judge_with_evidence
     from abserve.store import Store
     from abserve.store.latest import latest_run
 
@@ -168,8 +168,8 @@ def judged_from_store(run_dir: Path, default_neighbours: bool = False) -> dict[s
 
 def injected_s(judgment: dict[str, Any], baseline: str = "a", mutant: str = "slow") -> float | None:
     """The per-token effect the mutant injected, from both arms' telemetry (as the selftest)."""
-    from abserve.launch.selftest_checks import injected_effect
-    from abserve.records import LookupTelemetry
+    from abserve.model.records import LookupTelemetry
+    from abserve.runs.selftest_checks import injected_effect
 
     arms = judgment.get("arms") or {}
     if baseline not in arms or mutant not in arms:

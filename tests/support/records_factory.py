@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Sequence
 
-from abserve.records import (
+from abserve.model.records import (
     ArmOutcome,
     ArmProvenance,
     Exchange,

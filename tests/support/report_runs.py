@@ -15,8 +15,8 @@ import numpy as np
 from tests.support.records_factory import arm, exchange, provenance, run_info
 
 from abserve.compare import Judgment, Policy, judge
-from abserve.provenance_records import SequentialRecord
-from abserve.records import Exchange, LookupTelemetry, RunInfo
+from abserve.model.provenance import SequentialRecord
+from abserve.model.records import Exchange, LookupTelemetry, RunInfo
 
 TOKENS = list(range(1, 13))
 ITEMS = (2, 8, 128, 512)
@@ -101,9 +101,9 @@ def corpus_exchange(index: int, like: Exchange, *, profile: str = "interleaved",
     and its image hashes as the router records them (``scheme:<hex>`` of each image URL)."""
     import orjson
 
+    from abserve.base.url_hash import url_hash
     from abserve.traffic.corpus import build_entry
     from abserve.traffic.profiles import load_profile
-    from abserve.url_hash import url_hash
 
     entry = build_entry(load_profile(profile), seed, index, "tiny")
     parts = orjson.loads(entry.body)["messages"][0]["content"]

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from tests.support.fake_upstream import free_port
 
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 from abserve.router import RouterSettings, create_app
 from abserve.router.admission import SharedCounts
 from abserve.router.http_limits import limited_protocol
 from abserve.router.recording import ExchangeSink
 
 if TYPE_CHECKING:  # not at run time: the router's benchmarks import this with older revisions
-    from abserve.token_lists import RoutedExchange
+    from abserve.model.token_lists import RoutedExchange
 
 
 class ListSink:

@@ -11,7 +11,7 @@ from tests.support.records_factory import arm, exchange, provenance, run_info
 from abserve.compare import Policy, judge
 from abserve.compare.model import Judgment
 from abserve.compare.policy import ArmRoles
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 TOKENS = list(range(1, 25))  # the CPU default's max_tokens
 

@@ -12,7 +12,7 @@ from tests.support.records_factory import arm, exchange, run_info
 
 from abserve.compare import Policy, judge
 from abserve.compare.model import Judgment
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 TOKENS = list(range(1, 13))
 ITEMS = (2, 8, 32, 128, 256, 512, 4, 16)  # 3 of 8 requests (37.5%) have >= 128 images

@@ -1,7 +1,7 @@
-"""The record schema v2 packer as it was defined (``abserve/token_columns.py`` and
+"""The record schema v2 packer as it was defined (``abserve/model/token_columns.py`` and
 ``abserve/store/rows.py`` at cf65602: numpy per column, from the validated models), kept
 verbatim as the reference the stored bytes must not drift from: the packer of
-``abserve.token_pack`` (lists, no numpy) and the router's record path (logprobs as lists,
+``abserve.model.token_pack`` (lists, no numpy) and the router's record path (logprobs as lists,
 ``abserve.store.rows.routed_row``) are tested against it byte for byte
 (``tests/unit/test_token_columns.py``, ``tests/unit/router/test_router_record_row.py``).
 Not used by abserve.
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from abserve.records import ArmOutcome, Exchange, PositionLogprobs
+from abserve.model.records import ArmOutcome, Exchange, PositionLogprobs
 from abserve.store import rows
 from abserve.store.rows import Row
 

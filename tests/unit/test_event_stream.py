@@ -1,11 +1,11 @@
-"""``abserve.event_stream``: one SSE splitter, the same events however the bytes are cut."""
+"""``abserve.base.event_stream``: one SSE splitter, the same events however the bytes are cut."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abserve.event_stream import SSEParser, payloads
+from abserve.base.event_stream import SSEParser, payloads
 
 STREAM = (b'data: {"a": 1}\n\n'
           b": a comment\nevent: message\nid: 7\ndata:{\"b\": 2}\n\n"

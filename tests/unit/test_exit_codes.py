@@ -1,4 +1,4 @@
-"""The exit-code contract (abserve/exit_codes.py) holds for every subcommand: usage errors exit 4,
+"""The exit-code contract (abserve/base/exit_codes.py) holds for every subcommand: usage errors exit 4,
 refusals 4, crashes 5 with one line and a log, --help and --version 0; verdict codes stay 0-3."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from abserve import exit_codes
+from abserve.base import exit_codes
 from abserve.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def _crash(*_: object, **__: object) -> None:
 
 def test_a_crash_exits_5_with_one_line_and_the_traceback_in_a_log(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import abserve.launch.tiny_model as tiny_model
+    import abserve.arms.tiny_model as tiny_model
 
     monkeypatch.setattr(tiny_model, "ensure_tiny_model", _crash)
     monkeypatch.delenv("ABSERVE_DEBUG", raising=False)
@@ -107,7 +107,7 @@ def test_a_crash_exits_5_with_one_line_and_the_traceback_in_a_log(
 
 def test_debug_prints_the_traceback_and_still_exits_5(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import abserve.launch.tiny_model as tiny_model
+    import abserve.arms.tiny_model as tiny_model
 
     monkeypatch.setattr(tiny_model, "ensure_tiny_model", _crash)
     monkeypatch.delenv("ABSERVE_DEBUG", raising=False)

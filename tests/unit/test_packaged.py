@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from abserve.base.packaged import PackagedError, available, is_name, packaged, packaged_root, resolve_config
 from abserve.compare import PolicyError, load_policy
 from abserve.config import load_experiment
-from abserve.launch.selftest import load_selftest
-from abserve.packaged import PackagedError, available, is_name, packaged, packaged_root, resolve_config
+from abserve.runs.selftest import load_selftest
 from abserve.traffic.profiles import load_profile, resolve_profile_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``abserve.parent_watch``: when a child of ``abserve run`` judges its parent gone, and who
+"""``abserve.base.parent_watch``: when a child of ``abserve run`` judges its parent gone, and who
 watches at all (only a direct child of the pid in ``ABSERVE_PARENT_PID``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from abserve.parent_watch import PARENT_PID_ENV, parent_from_env, parent_gone, watch_parent
+from abserve.base.parent_watch import PARENT_PID_ENV, parent_from_env, parent_gone, watch_parent
 from abserve.router.settings import RouterSettings
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from abserve.cli import app
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
+from abserve.model.telemetry import Counters, ProcessTelemetry
 from abserve.store import Store
-from abserve.telemetry import Counters, ProcessTelemetry
 
 
 def write_telemetry(directory: Path, mode: str | None, gather_calls: int) -> None:

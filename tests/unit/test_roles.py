@@ -1,4 +1,4 @@
-"""Arm roles default one way (abserve.roles) in experiment configs and router settings alike."""
+"""Arm roles default one way (abserve.model.roles) in experiment configs and router settings alike."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from abserve.config import ExperimentConfig
-from abserve.roles import Role, baselines, resolve_roles
+from abserve.model.roles import Role, baselines, resolve_roles
 from abserve.router.settings import RouterSettings
 
 ROLES: list[Role | None] = [None, "baseline", "candidate", "noise_floor"]

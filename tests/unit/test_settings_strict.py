@@ -10,8 +10,8 @@ import pydantic
 import pytest
 
 # The modules whose pydantic models are read from files a user writes.
-USER_WRITTEN = ["abserve.config", "abserve.arms", "abserve.compare.policy", "abserve.router.settings",
-                "abserve.launch.combine", "abserve.traffic.profiles", "abserve.launch.selftest"]
+USER_WRITTEN = ["abserve.config", "abserve.model.arms", "abserve.compare.policy", "abserve.router.settings",
+                "abserve.runs.combine", "abserve.traffic.profiles", "abserve.runs.selftest"]
 # Result models in those modules (written by abserve, never read from a user's file).
 RESULTS = {"ExperimentOutcome", "SelftestResult"}
 

@@ -4,11 +4,11 @@ can draw the lookup's work per call against images per request."""
 
 from __future__ import annotations
 
-from abserve.launch.combine import _summed
-from abserve.launch.provenance import proven_provenance
-from abserve.lookup import bisect_probes, linear_examined
-from abserve.records import ArmProvenance, LookupTelemetry, RunInfo
-from abserve.telemetry import Counters, ProcessTelemetry, sum_counters
+from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
+from abserve.model.telemetry import Counters, ProcessTelemetry, sum_counters
+from abserve.plugin.lookup import bisect_probes, linear_examined
+from abserve.runs.combine import _summed
+from abserve.runs.provenance import proven_provenance
 
 
 def counted(calls: list[tuple[int, int]]) -> Counters:
@@ -48,11 +48,11 @@ def test_provenance_and_combined_blocks_carry_the_buckets() -> None:
 
 
 def test_since_a_baseline_a_process_counts_only_what_came_after() -> None:
-    """A server kept for a later run (``abserve.launch.arm_pool``): that run's proof and
+    """A server kept for a later run (``abserve.arms.arm_pool``): that run's proof and
     provenance see only its own lookups, per process and per bucket."""
     from dataclasses import replace
 
-    from abserve.telemetry import prove_lookup, since
+    from abserve.model.telemetry import prove_lookup, since
 
     def record(pid: int, counters: Counters) -> ProcessTelemetry:
         return ProcessTelemetry(pid=pid, process_name="VllmWorker", role="worker", mode="linear",

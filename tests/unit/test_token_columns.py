@@ -1,4 +1,4 @@
-"""The packed token columns (``abserve.token_columns``): what is packed is what comes back,
+"""The packed token columns (``abserve.model.token_columns``): what is packed is what comes back,
 bit for bit (``-inf``, NaN, ``-0.0``, ``None`` ids, lone surrogates, ints beyond int64), the
 compare key is equal exactly when the compared token data is, and the packer writes the
 very bytes the format was defined with (``tests/support/v2_packer.py``)."""
@@ -15,10 +15,10 @@ from pydantic_core import from_json
 from tests.support import v2_packer
 from tests.support.records_factory import arm, full_outcome, position
 
-from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
+from abserve.model.records import ArmOutcome, PositionLogprobs, TopLogprob
+from abserve.model.token_columns import columns_of, unpack
+from abserve.model.token_pack import pack_arms
 from abserve.store.rows import dumps_json
-from abserve.token_columns import columns_of, unpack
-from abserve.token_pack import pack_arms
 
 
 def exact(value: Any) -> Any:

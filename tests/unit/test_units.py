@@ -1,4 +1,4 @@
-"""``abserve.units``: milliseconds and scaled values as every report, reason and check writes them."""
+"""``abserve.base.units``: milliseconds and scaled values as every report, reason and check writes them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abserve.units import ms, scaled, us
+from abserve.base.units import ms, scaled, us
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abserve.url_hash import SCHEME, record_hash, url_hash
+from abserve.base.url_hash import SCHEME, record_hash, url_hash
 
 URL = "data:image/png;base64,AAAA"
 

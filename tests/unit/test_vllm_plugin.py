@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from abserve import vllm_plugin
-from abserve.lookup import bisect_probes
-from abserve.telemetry import read_telemetry
+from abserve.model.telemetry import read_telemetry
+from abserve.plugin.lookup import bisect_probes
 
 RUNNER = vllm_plugin.RUNNER_MODULES
 ENGINE = vllm_plugin.ENGINE_MODULES

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from abserve.base.yamlfile import YamlFileError, merge, read_mapping
 from abserve.compare import PolicyError, load_policy
 from abserve.config import load_experiment
-from abserve.yamlfile import YamlFileError, merge, read_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 

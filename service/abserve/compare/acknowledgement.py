@@ -11,7 +11,7 @@ this sentence before and are left so. Pure over the run's stored config.
 
 from __future__ import annotations
 
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
 
 
 def acknowledgement_statement(run: RunInfo) -> str | None:

@@ -19,7 +19,7 @@ from abserve.compare.latency import items_of
 from abserve.compare.model import ClassCounts, EqualityLine
 from abserve.compare.policy import Policy, bucket_label
 from abserve.compare.stats import clopper_pearson, quantiles
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 MAX_EXAMPLES = 25
 DRIFT_QUANTILES = tuple(i / 10 for i in range(11))

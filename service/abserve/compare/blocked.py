@@ -1,8 +1,8 @@
 """Paired latency shifts estimated within blocks and combined across placements.
 
 A run on a shared machine is cut into blocks and the arms swap CPU sets between blocks
-(``abserve.launch.blocks``). Each exchange carries its ``block`` and ``placement`` tags
-(format: ``abserve.placement``). The model for the paired difference (candidate -
+(``abserve.runs.blocks``). Each exchange carries its ``block`` and ``placement`` tags
+(format: ``abserve.model.placement``). The model for the paired difference (candidate -
 baseline) of request ``i`` in block ``k``:
 
     d_ik = delta + beta_p(k) + u_k + e_ik
@@ -47,7 +47,7 @@ import numpy as np
 from scipy import stats as sps
 
 from abserve.compare.stats import hodges_lehmann
-from abserve.placement import parse_placement
+from abserve.model.placement import parse_placement
 
 WARMUP_BLOCK = "warmup"  # the orchestrator's warm-up requests, never part of the design
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from abserve.base.units import ms
 from abserve.compare.model import Cause, CauseKind, MetricLine
 from abserve.compare.policy import Policy
 from abserve.compare.warmup import Latencies, transient_cut
-from abserve.records import Exchange
-from abserve.units import ms
+from abserve.model.records import Exchange
 
 HELD = frozenset({"unstable", "inconclusive"})
 

@@ -1,7 +1,7 @@
 """Foreign load on the arms' cores: when it makes the latency judgment "cannot tell". Pure.
 
 ``abserve run`` records, per block, how much of each of the arms' CPUs' wall time went to
-threads outside the arms' server process trees (``abserve.launch.neighbours``, kept in the
+threads outside the arms' server process trees (``abserve.arms.neighbours``, kept in the
 run's provenance as ``blocks[i].neighbours``). A third party on the arms' core does not slow
 both arms alike: the issue-34 run, with two vLLM servers of another run on the self-test's core,
 measured a known +5.5 ms per output token as +1.4 ms [-1.1, +4.0] (benchmarks/placement.md,
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from abserve.compare.causes import hold
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
-from abserve.provenance_records import CoreLoad, RunProvenance
+from abserve.model.provenance import CoreLoad, RunProvenance
 
 
 @dataclass(frozen=True)

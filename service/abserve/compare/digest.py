@@ -39,8 +39,8 @@ from abserve.compare.model import EqualityLine
 from abserve.compare.pair_digests import PairDigests
 from abserve.compare.policy import Policy
 from abserve.compare.slim import RunLatencies, SlimColumns, SlimExchange
-from abserve.records import Exchange, RawExchange, SlimOutcome
-from abserve.token_columns import ArmColumns
+from abserve.model.records import Exchange, SlimOutcome
+from abserve.model.token_columns import ArmColumns, RawExchange, slim_outcome
 
 Key = tuple[float, str]
 
@@ -167,7 +167,7 @@ class Digester:
         rid = raw.request_id
         arms = {}
         for a, stored in raw.arms.items():
-            slim = SlimOutcome.of_columns(stored)
+            slim = slim_outcome(stored)
             arms[a] = (slim, request_latency_times(stored.times(), slim))
         ex = self._keep(rid, raw.started_at, raw.tags, raw.image_hashes, arms)
         profile, items = raw.tags.get("profile", "untagged"), items_of(ex)

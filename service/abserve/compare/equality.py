@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from abserve.records import ArmOutcome, PositionLogprobs, SlimOutcome, TopLogprob
+from abserve.model.records import ArmOutcome, PositionLogprobs, SlimOutcome, TopLogprob
 
 EqualityClass = Literal["identical", "drift", "close", "divergent", "incomparable"]
 CLASSES: tuple[EqualityClass, ...] = ("identical", "drift", "close", "divergent", "incomparable")

@@ -32,10 +32,12 @@ from pydantic import BaseModel, Field
 from abserve.compare.judge import judge
 from abserve.compare.model import EXIT_CODES, Judgment, Outcome
 from abserve.compare.policy import ArmRoles, Policy
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 
 SEVERITY: tuple[Outcome, ...] = ("invalid", "fail", "inconclusive", "unstable", "marginal", "pass")
 DECIDED_VERDICTS = ("pass", "fail")
+
+Family = tuple[str, list[str], str | None]  # baseline, candidates, floor (arm names)
 
 
 class HolmStep(BaseModel):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from abserve.base.units import ms, us
 from abserve.compare.causes import hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line, guarded
 from abserve.compare.latency import RequestLatency, paired_sample
@@ -38,8 +39,7 @@ from abserve.compare.sequential import (
 )
 from abserve.compare.trajectory import Looks
 from abserve.compare.verdict import latency_outcome, threshold_for
-from abserve.records import Exchange
-from abserve.units import ms, us
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

@@ -46,7 +46,7 @@ from abserve.compare.placement import placement_line
 from abserve.compare.policy import Mode, Policy, bucket_label
 from abserve.compare.stats import evenly, hodges_lehmann, quantiles, theil_sen_trend
 from abserve.compare.verdict import invalid_reasons, overall
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 Dimension = Literal["profile", "items", "block"]

@@ -43,7 +43,7 @@ from abserve.compare.stats import bootstrap_quantile_diff, evenly, hodges_lehman
 from abserve.compare.strata import stratum_lines
 from abserve.compare.verdict import equality_verdict, latency_outcome, threshold_for
 from abserve.compare.warmup import fixed_warmup
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

@@ -32,7 +32,7 @@ from abserve.compare.sequential import look_ends
 from abserve.compare.strata import stratum_lines
 from abserve.compare.verdict import sequential_equality
 from abserve.compare.warmup import detected_warmup, fixed_warmup
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from abserve.records import ArmOutcome, Exchange, SlimOutcome
+from abserve.model.records import ArmOutcome, Exchange, SlimOutcome
 
 METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 
@@ -62,7 +62,7 @@ def request_latency(outcome: ArmOutcome, *, keep_gaps: bool = True) -> RequestLa
 
 def request_latency_times(times: np.ndarray, slim: SlimOutcome) -> RequestLatency | None:
     """``request_latency(..., keep_gaps=False)`` of a stored outcome: its scalars in
-    ``slim``, its token times as an array (``abserve.records.RawExchange``)."""
+    ``slim``, its token times as an array (``abserve.model.token_columns.RawExchange``)."""
     if not slim.ok or slim.truncated or slim.t_first_token is None:
         return None
     return _latency(slim.t_send, slim.t_first_token, slim.t_end, output_tokens(slim), times, False)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from abserve.compare.equality import PairResult
 from abserve.compare.trajectory import Look as Look  # re-exported: the gates and the report read it here
 from abserve.compare.trajectory import Looks, Trajectory
-from abserve.records import LookupTelemetry
+from abserve.model.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
 

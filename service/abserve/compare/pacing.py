@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from abserve.compare.model import MetricLine
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 
 
 def peak_in_flight(exchanges: Sequence[Exchange], arm: str) -> int:

@@ -1,7 +1,7 @@
 """The block design in the judgment: counterbalanced shifts, placement bias, and its verdict rule.
 
 ``placement_line`` judges one arm pair and metric under the design the orchestrator ran
-(``abserve.launch.blocks``): the counterbalanced estimate of ``abserve.compare.blocked``, the
+(``abserve.runs.blocks``): the counterbalanced estimate of ``abserve.compare.blocked``, the
 naive estimate with every pair pooled, the bias of each placement, and a note saying what to
 change when the design could not separate the bias. ``bias_guard`` is the verdict rule: a
 line whose measured placement bias is comparable to its threshold is ``inconclusive`` unless
@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from abserve.base.units import ms
 from abserve.compare.blocked import BlockedShift, blocked_shift, placements
 from abserve.compare.latency import PairedSample, RequestLatency, paired_sample
 from abserve.compare.model import Outcome, PlacementLevel, PlacementLine
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import hodges_lehmann
 from abserve.compare.verdict import latency_outcome
-from abserve.records import Exchange
-from abserve.units import ms
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 ADVICE = "run more blocks, put fewer arms per core, or use a bigger machine"

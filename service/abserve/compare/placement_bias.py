@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from abserve.compare.model import Judgment, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
-from abserve.records import RunInfo
-from abserve.roles import Role, baselines, resolve_roles
+from abserve.model.records import RunInfo
+from abserve.model.roles import Role, baselines, resolve_roles
 
 ROLES: dict[str, Role] = {"baseline": "baseline", "candidate": "candidate", "noise_floor": "noise_floor"}
 
@@ -63,7 +63,7 @@ def aa_roles(run: RunInfo, arms_seen: Iterable[str]) -> ArmRoles:
     """The run's baseline and its one other arm, as judging roles (no floor).
 
     Arms: those the run recorded and those its exchanges carry; roles: the recorded ones, any
-    left out filled in by the usual rule (``abserve.roles``: the arm named ``a`` is the baseline).
+    left out filled in by the usual rule (``abserve.model.roles``: the arm named ``a`` is the baseline).
     """
     names = sorted(set(run.arms) | set(arms_seen))
     if len(names) != 2:

@@ -26,7 +26,7 @@ from abserve.compare.anytime import mixture_radius
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import Policy
 from abserve.compare.warmup import drop_warmup
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 WILCOXON_ARE = 3.0 / math.pi
 

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from abserve.limits import MAX_ERROR_RATE
-from abserve.packaged import PackagedError, resolve_config
-from abserve.yamlfile import YamlFileError, read_mapping
+from abserve.base.limits import MAX_ERROR_RATE
+from abserve.base.packaged import PackagedError, resolve_config
+from abserve.base.yamlfile import YamlFileError, read_mapping
 
 Direction = Literal["increase", "decrease", "either"]
 Statistic = Literal["hl", "p50", "p95", "p99"]
@@ -132,7 +132,7 @@ class NeighbourRule(_Strict):
     """Foreign load on the arms' cores (``abserve.compare.contamination``).
 
     ``abserve run`` records per block the share of each of the arms' CPUs' wall time that went to
-    threads outside the arms' server process trees (``abserve.launch.neighbours``). When the
+    threads outside the arms' server process trees (``abserve.arms.neighbours``). When the
     worst core of the worst block exceeds ``max_foreign_share`` (None: never), ``action: unstable``
     makes every latency line ``unstable`` with the neighbours named (with ``keep_fails`` a fail
     stays a fail), ``action: invalid`` makes the run invalid. Equality is never affected.
@@ -295,7 +295,7 @@ class PolicyError(ValueError):
 
 
 def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy YAML file or packaged name (``abserve.packaged``: ``gpu``);
+    """Read and validate a policy YAML file or packaged name (``abserve.base.packaged``: ``gpu``);
     raises ``PolicyError`` with the reason."""
     p = Path(path)
     try:

@@ -41,6 +41,7 @@ from functools import partial
 import numpy as np
 from scipy.special import betaln
 
+from abserve.base.units import ms
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import MetricLine
@@ -49,8 +50,7 @@ from abserve.compare.prefix_order import PrefixOrder, linear_quantile
 from abserve.compare.sequential import counts_before
 from abserve.compare.trajectory import Looks
 from abserve.compare.verdict import threshold_for
-from abserve.records import Exchange
-from abserve.units import ms
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

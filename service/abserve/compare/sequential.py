@@ -1,7 +1,7 @@
 """Sequential latency gates: judged at every look, valid however the run stopped.
 
 A look is the end of a round of load: ``rotations`` consecutive blocks, so every look sees
-each placement equally often (``abserve.launch.blocks``); exchanges that carry no block tags
+each placement equally often (``abserve.runs.blocks``); exchanges that carry no block tags
 (the by-hand flow) are looked at every ``policy.sequential.look_every`` exchanges. At each
 look the paired differences ``candidate - baseline`` are fitted with a linear model:
 
@@ -37,7 +37,7 @@ from abserve.compare.blocked import placements
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
 from abserve.compare.ols_path import running_path
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 
 @dataclass(frozen=True)

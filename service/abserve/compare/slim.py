@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar, cast
 import numpy as np
 
 from abserve.compare.latency import METRICS, RequestLatency
-from abserve.records import ErrorClass, SlimOutcome
+from abserve.model.records import ErrorClass, SlimOutcome
 
 T = TypeVar("T")
 

@@ -35,7 +35,7 @@ from abserve.compare.gates import shift_line
 from abserve.compare.latency import RequestLatency, items_of, paired_sample
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy, StratumRule
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
+from abserve.base.units import ms
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy
@@ -47,7 +48,6 @@ from abserve.compare.two_sample import (
     thinned,
 )
 from abserve.compare.verdict import latency_outcome, threshold_for
-from abserve.units import ms
 
 QUANTILE = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 MAX_RUNS = 50  # advice beyond this many runs per side says "more than 50"

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from abserve.base.units import ms
 from abserve.compare.anytime import rate_sequence
 from abserve.compare.model import EXIT_CODES, EqualityVerdict, Outcome
 from abserve.compare.policy import MetricRule, Policy
 from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
-from abserve.records import Exchange, RunInfo
-from abserve.units import ms
+from abserve.model.records import Exchange, RunInfo
 
 
 def threshold_for(rule: MetricRule, baseline_value: float | None) -> float:
@@ -149,10 +149,10 @@ def invalid_reasons(
     if run.status != "completed":
         reasons.append(f"run status is {run.status!r}, not 'completed'")
     death = run.provenance.arm_death
-    if death is not None:  # found by abserve run's watch (launch/watch.py)
+    if death is not None:  # found by abserve run's watch (arms/watch.py)
         reasons.append(death.reason or f"arm {death.arm!r} died during the run")
     seen = run.provenance.load_seen
-    if seen is not None and seen.missing:  # the load's own records (launch/load_seen.py)
+    if seen is not None and seen.missing:  # the load's own records (runs/load_seen.py)
         reasons.append(missing_answers(seen.missing, seen.seen))
     load = run.provenance.load
     if load is not None:  # how a load ended, where a run recorded it (stores of earlier compose runs)

@@ -25,7 +25,7 @@ import numpy as np
 
 from abserve.compare.latency import RequestLatency
 from abserve.compare.policy import Policy
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 BATCH = 5
 METRICS = ("ttft", "tpot")

@@ -4,7 +4,7 @@
 model the arms serve, the vLLM server arguments, which arms run, each arm's base image, extra
 args, lookup and mutant, and the config its ``orchestrator`` service runs (``abserve run
 --target compose``, the same orchestrator as on the CPU path: rounds, early stop, traffic
-files, proofs and the report are its own; ``abserve.launch.compose_target``). This module
+files, proofs and the report are its own; ``abserve.arms.compose_target``). This module
 reads the config with the one reader of experiment files (``abserve.config.load_experiment``:
 ``extends:``, packaged names and paths relative to the file, exactly as ``abserve check``),
 checks that it fits the compose file and renders the variables as an env file for ``docker
@@ -15,7 +15,7 @@ What compose runs per arm: an image (``image:``, else the host's shared
 ``ABSERVE_VLLM_IMAGE``), extra vLLM args appended after ``server.args`` (the last occurrence
 wins, as under ``abserve run``), and optionally a lookup and a test-only mutant. An arm
 without ``lookup:`` runs vLLM untouched and is proven by what identifies it (its vLLM
-version, command line and image: ``abserve.launch.provenance``). Compose cannot run a
+version, command line and image: ``abserve.runs.provenance``). Compose cannot run a
 per-arm environment (it interpolates one environment for every service), a Python
 environment or an endpoint: each is refused with the alternative named. Router arms are
 derived from ``arms:`` (the service URL ``http://vllm-<arm>:8000``); a ``router.arms`` given
@@ -44,11 +44,11 @@ from typing import Any
 import yaml
 from pydantic import model_validator
 
-from abserve.arms import REFERENCE, ArgValue, ArmConfig, render_args
+from abserve.arms.compose_target import ARM_PORT, arm_url
+from abserve.base.packaged import packaged_root
+from abserve.base.yamlfile import YamlFileError
 from abserve.config import ExperimentConfig, LoadItem, load_experiment_as
-from abserve.launch.compose_target import ARM_PORT, arm_url
-from abserve.packaged import packaged_root
-from abserve.yamlfile import YamlFileError
+from abserve.model.arms import REFERENCE, ArgValue, ArmConfig, render_args
 
 # The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2). Any other arm gets
 # its service from the generated file of extra_arms_compose. No arm has a default lookup: an

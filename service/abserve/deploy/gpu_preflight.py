@@ -30,8 +30,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from abserve.base.yamlfile import read_mapping
 from abserve.deploy.compose_env import ComposeExperiment
-from abserve.yamlfile import read_mapping
 
 GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,compute_cap",
              "--format=csv,noheader,nounits"]

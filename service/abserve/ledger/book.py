@@ -27,7 +27,7 @@ from abserve.store.schema import accepted_table, ledger_table
 if TYPE_CHECKING:
     from abserve.compare.family import FamilyJudgment
     from abserve.compare.model import Judgment
-    from abserve.records import RunInfo
+    from abserve.model.records import RunInfo
     from abserve.store import Store
 
 log = logging.getLogger("abserve.ledger")

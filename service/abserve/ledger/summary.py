@@ -4,7 +4,7 @@ Pure: everything comes from the judgment (verdict, gates, equality, neighbours),
 stored (each arm's provenance and configuration, the config's name and hash, the machine) and
 the environment given (CI variables of GitHub Actions and GitLab CI; only the commit, branch,
 pipeline URL and pull-request number are read, never a token). ``abserve.ledger.book`` writes
-the entry; ``abserve.report.commands.build_report`` calls both whenever it writes a report.
+the entry; ``abserve.ledger.signoff.build_report`` calls both whenever it writes a report.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from abserve.arms import OWNED_FLAGS
 from abserve.compare.family import FamilyJudgment
 from abserve.compare.model import Judgment
 from abserve.ledger.entry import ArmBuild, CIFacts, EqualityFacts, GateEffect, LedgerEntry, MachineFacts
-from abserve.records import ArmProvenance, RunInfo
+from abserve.model.arms import OWNED_FLAGS
+from abserve.model.records import ArmProvenance, RunInfo
 
 _SHA_IN_INSTALL = re.compile(r"@([0-9a-f]{7,40})\b|\b([0-9a-f]{40})\b")
 _SHA_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")  # setuptools-scm: 0.6.4.dev12+g1a2b3c4

@@ -21,11 +21,11 @@ from functools import partial
 
 from markupsafe import Markup
 
+from abserve.base.units import ms, us
 from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
 from abserve.report import svg_log
 from abserve.report.svg import COLORS
-from abserve.units import ms, us
 
 METRICS = ("tpot", "ttft")
 NAMES = {"tpot": "TPOT (time per output token)", "ttft": "TTFT (time to first token)"}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from abserve.compare.equality import PairResult
 from abserve.compare.model import Judgment
-from abserve.records import ArmOutcome, Exchange
+from abserve.model.records import ArmOutcome, Exchange
 from abserve.report.thumbnails import Rebuilt, rebuild
 
 MAX_REBUILT = 5  # mismatches whose images are rebuilt as thumbnails (a many-image request takes ~1 s)

@@ -1,6 +1,6 @@
 """The family sign-off's own files: ``report.md`` and ``junit.xml`` of a run with several candidates.
 
-``abserve.launch.family`` judges the family and writes these at the top of ``OUT`` beside each
+``abserve.runs.family`` judges the family and writes these at the top of ``OUT`` beside each
 candidate's full report under ``OUT/vs-<candidate>/``. The Markdown states the verdict, the
 multiplicity correction, one line per candidate, which arm is best per images-per-request
 bucket and every arm's provenance; the JUnit has a verdict case and one case per candidate
@@ -12,12 +12,12 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+from abserve.base.units import ms
 from abserve.report.junit import Case, junit_suite, verdict_case
-from abserve.units import ms
 
 if TYPE_CHECKING:
     from abserve.compare.family import FamilyJudgment
-    from abserve.records import RunInfo
+    from abserve.model.records import RunInfo
 
 _ms = partial(ms, unit=False)  # the table's header says "in ms"
 

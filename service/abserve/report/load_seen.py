@@ -1,7 +1,7 @@
 """What the report says about the load's own records against the store.
 
 ``abserve run`` counts the answers its clients received in full against the exchanges stored
-(``abserve.launch.load_seen``, provenance ``load_seen``). The report states the count on its
+(``abserve.runs.load_seen``, provenance ``load_seen``). The report states the count on its
 first screen: all stored, how many are missing (the run is then invalid,
 ``compare.verdict.invalid_reasons``), or that no count was available (a run without load
 records: the router run by hand, a compose run of an earlier version, a saved run of

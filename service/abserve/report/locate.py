@@ -10,7 +10,7 @@ every look of ``abserve run`` judged with, arm roles included; ``recorded_policy
 ``policy`` block of the ``report.json`` that ``abserve run`` wrote beside the store for this run
 (a run recorded before runs kept their policy); else the
 policy file whose SHA-256 the run's provenance recorded (``policy_sha256``), looked for under
-``configs/`` and then among the packaged configs (``abserve.packaged``); else an error asking for
+``configs/`` and then among the packaged configs (``abserve.base.packaged``); else an error asking for
 ``--policy`` (never a silent default).
 """
 
@@ -22,9 +22,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from abserve.base.packaged import packaged_root
 from abserve.compare import Policy, PolicyError, load_policy
-from abserve.packaged import packaged_root
-from abserve.provenance_records import RunProvenance
+from abserve.model.provenance import RunProvenance
 from abserve.store.found import sqlite_files
 
 

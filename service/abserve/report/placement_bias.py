@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from abserve import exit_codes
-from abserve.units import ms
+from abserve.base import exit_codes
+from abserve.base.units import ms
 
 if TYPE_CHECKING:  # heavy: imported when the command runs, not when the CLI starts
     from abserve.compare import Judgment, Policy
@@ -38,7 +38,7 @@ class Measured:
 def measure(url: str, run_id: str, policy: Policy) -> Measured:
     """Judge ``run_id``'s baseline against its other arm under ``policy``; the bias per metric."""
     from abserve.compare.placement_bias import aa_roles, bias_rows, judging_policy, same_build
-    from abserve.report.commands import ReportError, judge_run, open_store
+    from abserve.report.judging import ReportError, judge_run, open_store
 
     with open_store(url) as store:
         run = store.get_run(run_id)
@@ -91,7 +91,7 @@ def placement_bias(
     """Print the placement bias an A/A' run measured per latency metric, and the policy's
     sequential.unknown_placement_bias to paste (docs/gpu.md, "Measuring the host's placement bias")."""
     from abserve.compare.placement_bias import BiasRefused
-    from abserve.report.commands import ReportError, locate
+    from abserve.report.judging import ReportError, locate
 
     try:
         url, chosen, where = locate(run_id, db, policy, runs)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from abserve.compare.model import Judgment
-from abserve.records import ROUTER_RESTARTS_KEY
+from abserve.model.records import ROUTER_RESTARTS_KEY
 
 MAX_LISTED = 5  # restarts named one by one; more are counted
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from abserve.base.units import ms, us
 from abserve.compare.model import Judgment, MetricLine
 from abserve.report.effect import failing_strata
 from abserve.report.unpaired import equality_note, unpaired_statement
 from abserve.report.views import stop_sentence
-from abserve.units import ms, us
 
 WHAT = {"tpot": "per output token", "ttft": "to the first token", "itl": "between tokens",
         "e2e": "end to end"}

@@ -1,6 +1,6 @@
 """Thumbnails and prompt positions of a request's images, rebuilt from abserve's own corpus.
 
-The store keeps only a hash of each image URL (``abserve.url_hash``), never the image.
+The store keeps only a hash of each image URL (``abserve.base.url_hash``), never the image.
 A request that abserve's load generator sent carries the tags that rebuild it exactly (profile,
 seed, corpus-index; the run's provenance holds the load plan's profile overrides): a corpus
 entry is a pure function of them (``abserve.traffic.corpus.build_entry``). The rebuilt images are
@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from abserve.records import Exchange
-from abserve.url_hash import url_hash
+from abserve.base.url_hash import url_hash
+from abserve.model.records import Exchange
 
 MAX_THUMBS = 12  # per request: the first ones in prompt order
 SIZE = 64  # pixels, longest side

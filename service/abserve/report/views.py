@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
+from abserve.base.units import ms, scaled
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
 from abserve.report.effect import failing_strata
 from abserve.report.imported import imported_statements
 from abserve.report.load_seen import load_seen_statement
 from abserve.report.restarts import restart_statement, router_restarts
-from abserve.units import ms, scaled
 
 
 def is_per_item(m: MetricLine) -> bool:

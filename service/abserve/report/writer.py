@@ -22,11 +22,11 @@ from typing import cast
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from abserve.base.units import ms
 from abserve.compare.model import PERCENTILES, Judgment
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
 from abserve.report.junit import Case, junit_suite, verdict_case
-from abserve.units import ms
 
 
 @dataclass(frozen=True)

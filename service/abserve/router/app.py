@@ -9,7 +9,7 @@ otherwise 503 with the reason per arm: a dead arm makes every exchange useless),
 ``GET /metrics`` (Prometheus). Every other path is a 404: nothing else is proxied.
 On shutdown the exchanges in flight are drained and their records flushed.
 With ``parent_pid`` (``abserve run`` sets it) the router also shuts down so when that
-process is gone, and marks its run ``interrupted`` (``abserve.parent_watch``). With
+process is gone, and marks its run ``interrupted`` (``abserve.base.parent_watch``). With
 ``acknowledge: stored`` (the default) a client's answer ends only once its exchange is
 committed to the store (``relay``, ``store.writer``).
 A client's ``X-Request-ID`` is recorded in the exchange's tags (``client_request_id``) beside
@@ -34,8 +34,8 @@ from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from abserve.parent_watch import watch_parent
-from abserve.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
+from abserve.base.parent_watch import watch_parent
+from abserve.model.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.admission import SharedCounts
 from abserve.router.augment import augment, check_sampling
 from abserve.router.body_pace import paced

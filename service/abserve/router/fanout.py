@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from abserve.event_stream import SSEParser
-from abserve.records import ArmOutcome, ErrorClass
+from abserve.base.event_stream import SSEParser
+from abserve.model.records import ArmOutcome, ErrorClass
+from abserve.model.token_lists import PositionLists
 from abserve.router.augment import Additions, strip
 from abserve.router.errors import error_body
 from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, Transcript
 from abserve.router.upstream import ArmClient, Response, error_class
-from abserve.token_lists import PositionLists
 
 MAX_ERROR_BODY = 64 * 1024
 _GATEWAY_STATUS: dict[str, int] = {"timeout_first_token": 504, "timeout_idle": 504,

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from abserve.records import ArmOutcome, PositionLogprobs, TopLogprob
+from abserve.model.records import ArmOutcome, PositionLogprobs, TopLogprob
 from abserve.router.fanout import ArmCall
 from abserve.router.upstream import UpstreamError
 from abserve.router.validation import Endpoint

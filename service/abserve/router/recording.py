@@ -9,7 +9,7 @@ returns a future resolved after its group commit; a sink that returns None store
 False when it could not be recorded or stored. With ``acknowledge: stored`` the client's
 final bytes wait for it (``relay``). The record is a ``RoutedExchange``:
 the ``Exchange`` less the arms' output logprobs, which stay the lists the arms' transcripts
-made (``abserve.token_lists``), packed as they are into the store's row; their per-position
+made (``abserve.model.token_lists``), packed as they are into the store's row; their per-position
 models are built only by a sink that asks (``RoutedExchange.full``). The sink is the store's
 ``BatchWriter`` (group commits on its own thread, off the event loop); tests of one
 piece may pass any object with ``put(record)``. The request's identity (XXH3-128 of its
@@ -29,12 +29,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from abserve.records import Exchange
+from abserve.model.records import Exchange
+from abserve.model.token_lists import RoutedExchange
 from abserve.router.fanout import FanOut
 from abserve.router.metrics import RouterMetrics
 from abserve.router.prompt_sample import probe, sampled
 from abserve.router.validation import CheckedRequest, identify
-from abserve.token_lists import RoutedExchange
 
 log = logging.getLogger("abserve.router")
 

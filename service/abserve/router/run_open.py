@@ -17,8 +17,8 @@ import logging
 import time
 from typing import Any
 
-from abserve.provenance_records import RunProvenance
-from abserve.records import RunInfo
+from abserve.model.provenance import RunProvenance
+from abserve.model.records import RunInfo
 from abserve.store import RunExistsError, RunInUseError, Store
 
 log = logging.getLogger("abserve.router")

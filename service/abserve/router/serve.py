@@ -1,6 +1,6 @@
 """Serve one router process under uvicorn: what ``abserve router`` and each of its workers run.
 
-Both the command (``router/commands.py``: one process) and the supervisor's workers
+Both the command (``abserve.cli.router``: one process) and the supervisor's workers
 (``router/workers.py``: N processes behind one port) serve through ``run_app``; it lives here,
 below both, so neither imports the other for it.
 
@@ -22,7 +22,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from abserve import exit_codes
+from abserve.base import exit_codes
 
 if TYPE_CHECKING:
     from abserve.router.admission import SharedCounts

@@ -29,8 +29,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from abserve.provenance_records import RunProvenance
-from abserve.roles import Role, baselines, resolve_roles
+from abserve.model.provenance import RunProvenance
+from abserve.model.roles import Role, baselines, resolve_roles
 
 ROUTER_KEY_ENV = "ABSERVE_ROUTER_API_KEY"
 SHARED_KEY_ENV = "ABSERVE_API_KEY"  # abserve.traffic.corpus.API_KEY_ENV: what clients send
@@ -69,7 +69,7 @@ class ArmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt key is refused with its path
 
     url: str
-    role: Role | None = None  # filled in by RouterSettings as an experiment does (abserve.roles)
+    role: Role | None = None  # filled in by RouterSettings as an experiment does (abserve.model.roles)
     api_key: SecretStr | None = None  # sent to this upstream; never the client's key
     deadlines: Deadlines = Deadlines()
 
@@ -113,7 +113,7 @@ class RouterSettings(BaseSettings):
     run_provenance: RunProvenance = Field(default_factory=RunProvenance)
     # The process that started this router (``abserve run`` sets its own pid): when it is
     # gone (killed), the router drains and marks its run interrupted, never completed
-    # (``abserve.parent_watch``). None: no watch (a router started by hand or by compose).
+    # (``abserve.base.parent_watch``). None: no watch (a router started by hand or by compose).
     # Not part of the stored config.
     parent_pid: int | None = Field(default=None, ge=1)
 

@@ -1,12 +1,12 @@
 """Reading an arm's answer: what each chunk adds to the arm's record.
 
-The stream is split into ``data:`` payloads by ``abserve.event_stream.SSEParser`` (the one
+The stream is split into ``data:`` payloads by ``abserve.base.event_stream.SSEParser`` (the one
 SSE splitter, shared with the load generator). ``Transcript`` accumulates one arm's output
 from parsed OpenAI/vLLM chunks (or a whole non-streamed body): text, token ids, per-position
 top-k logprobs (chat and completions layouts), finish reason, usage and the vLLM request id,
 plus the arrival time of every token. The logprobs are kept as parallel lists (chosen tokens
 and logprobs, top-k counts, candidates' tokens and logprobs) as they arrive, and stay lists
-in the record (``record``: ``abserve.token_lists.PositionLists``, the form the store packs):
+in the record (``record``: ``abserve.model.token_lists.PositionLists``, the form the store packs):
 no per-position model is built on the router's path; ``fill`` builds them for a caller that
 wants the models. A chunk whose fields have types vLLM never sends (text that is not a
 string, token ids that are not integers, logprobs of another layout) raises ``BadChunk``
@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
-from abserve.records import ArmOutcome
-from abserve.token_lists import PositionLists
+from abserve.model.records import ArmOutcome
+from abserve.model.token_lists import PositionLists
 
 DONE = b"[DONE]"
 NEG_INF = float("-inf")  # the logprob of vLLM's null (a token of probability 0)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from abserve.records import ErrorClass
+from abserve.model.records import ErrorClass
 from abserve.router.http1 import ArmTransportError, Body, ConnectFailed, Connection
 from abserve.router.settings import ArmSettings, PoolLimits
 

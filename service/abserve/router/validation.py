@@ -31,11 +31,11 @@ import blake3
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
+from abserve.base.url_hash import record_hash
 from abserve.router import body_json
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.security import check_media_url
-from abserve.url_hash import record_hash
 
 Endpoint = Literal["chat/completions", "completions"]
 

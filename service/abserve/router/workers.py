@@ -18,7 +18,7 @@ router`` process):
 4. on SIGINT/SIGTERM stops every worker with SIGTERM (each drains its exchanges and flushes
    its records, as a single router does), then marks the run ``completed``; it does the
    same, but marks the run ``interrupted``, when its parent (``parent_pid``: ``abserve
-   run``) is gone, and each worker stops itself if the supervisor is (``abserve.parent_watch``).
+   run``) is gone, and each worker stops itself if the supervisor is (``abserve.base.parent_watch``).
 
 Several processes writing one run need PostgreSQL (``database_url``); SQLite stays the
 single-process default and is refused here. What is per process, and how it is made right
@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from abserve.parent_watch import parent_gone
+from abserve.base.parent_watch import parent_gone
 from abserve.router.admission import SharedCounts, create_counts
 from abserve.router.metrics import MULTIPROC_ENV
 from abserve.router.serve import StartupError, run_app
@@ -130,7 +130,7 @@ class Supervisor:
                 held.close()
                 raise StartupError(str(exc)) from exc
             metrics_dir = tempfile.mkdtemp(prefix="abserve-router-metrics-")
-            # workers watch the supervisor, not abserve run (abserve.parent_watch); in their
+            # workers watch the supervisor, not abserve run (abserve.base.parent_watch); in their
             # environment, as the environment wins over a settings file and overrides
             env = {**os.environ, MULTIPROC_ENV: metrics_dir, PARENT_PID_SETTING: str(os.getpid())}
             self.counts = Path(metrics_dir) / "admission.bin"  # not a *.db: metrics' own files

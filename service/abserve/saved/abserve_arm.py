@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from abserve.records import RawExchange, RunInfo, SlimOutcome
+from abserve.model.records import RunInfo
+from abserve.model.token_columns import ArmColumns, RawExchange, slim_outcome
 from abserve.saved.keys import prompt_key, tpot
 from abserve.saved.model import SavedRequest, SavedRun, SavedRunError, SavedRunHeader
 from abserve.store import Store
 from abserve.store.layout import StoreError
-from abserve.token_columns import ArmColumns
 
 
 def split_source(source: str) -> tuple[str, str] | None:
@@ -126,7 +126,7 @@ def _text(columns: ArmColumns) -> str:
 
 
 def _request(raw: RawExchange, columns: ArmColumns) -> SavedRequest:
-    slim = SlimOutcome.of_columns(columns)
+    slim = slim_outcome(columns)
     usage = slim.usage or {}
     inputs = usage.get("prompt_tokens")
     key = _key(raw)

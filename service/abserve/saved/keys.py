@@ -21,9 +21,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from abserve.base.url_hash import record_hash
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
-from abserve.url_hash import record_hash
 
 
 def prompt_key(text: str, image_hashes: Sequence[str] = ()) -> str:

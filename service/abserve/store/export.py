@@ -13,7 +13,7 @@ import gzip
 import sys
 from pathlib import Path
 
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 from abserve.store.store import Store
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The store's table layout on opening: create what is missing, check the layout's version,
 and bring a store of an older version up to this one.
 
-Store schema 1 -> 2 (record schema 2, ``abserve.token_columns``): ``abserve_exchanges``
+Store schema 1 -> 2 (record schema 2, ``abserve.model.token_columns``): ``abserve_exchanges``
 gains the nullable ``tokens`` column; the v1 rows stay as they were (``tokens`` NULL, read
 through the v1 reader, ``abserve.store.store.exchange_from_row``). The step is idempotent
 (the column is added only where absent, then the version recorded), so a process killed

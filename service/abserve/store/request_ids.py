@@ -1,5 +1,5 @@
 """Which of a set of request ids a run's store holds: the check of the load's own records
-against the store (``abserve.launch.load_seen``). The ids are looked up in chunks through the
+against the store (``abserve.runs.load_seen``). The ids are looked up in chunks through the
 ``(run_id, request_id)`` unique index, so a run of any size is checked without reading its
 exchanges."""
 

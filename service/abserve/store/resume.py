@@ -11,7 +11,7 @@ its pure part.
   deadlines, ports and paths may change between the halves.
 
 What the run keeps of each restart is ``provenance.router_restarts``
-(``abserve.provenance_records.RouterRestart``), appended by ``Store.resume_run``.
+(``abserve.model.provenance.RouterRestart``), appended by ``Store.resume_run``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ whole batch at once: a batch serialised on the writer thread held the GIL for mi
 while the loop waited, every flush (the router's p99 latency at 1 stream came in bursts at
 the flush interval; ``benchmarks/router_overhead.md``).
 
-A row is written in the columnar form (record schema v2, ``abserve.token_columns``): the
+A row is written in the columnar form (record schema v2, ``abserve.model.token_columns``): the
 arms' scalars as JSON in ``arms``, their token-level data as one packed blob in ``tokens``.
 The router's own records (``RoutedExchange``: output logprobs as lists, never as models)
 are packed from their lists (``routed_row``); the bytes are those ``exchange_row`` writes
@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from abserve.records import ArmOutcome, Exchange
-from abserve.token_lists import RoutedExchange
-from abserve.token_pack import pack_arms, pack_tokens
+from abserve.model.records import ArmOutcome, Exchange
+from abserve.model.token_lists import RoutedExchange
+from abserve.model.token_pack import pack_arms, pack_tokens
 
 Row = dict[str, Any]
 

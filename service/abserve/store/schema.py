@@ -12,7 +12,7 @@ Layout (store schema version ``STORE_SCHEMA_VERSION``, kept in ``abserve_meta``)
   with all its arms, and one row per exchange keeps a batch insert one statement. Since
   store schema 2 (record schema 2) an outcome's token-level data (token ids and times,
   logprobs, top-k, prompt logprobs, text) is one packed, compressed blob per exchange in
-  ``tokens`` (``abserve.token_columns``: parallel arrays, ~15x smaller than JSON objects
+  ``tokens`` (``abserve.model.token_columns``: parallel arrays, ~15x smaller than JSON objects
   per position) and ``arms`` holds the rest of each outcome as JSON text. A row with no
   ``tokens`` is a v1 row: everything in ``arms``. The JSON is written by pydantic-core
   with ``Infinity``/``NaN`` constants, which JSON/JSONB columns would refuse. (pydantic-core

@@ -10,7 +10,7 @@ Two schema versions are checked: the store's table layout (``abserve_meta``) whe
 (an older layout this code knows is migrated: ``abserve.store.layout``), and each record's
 ``Exchange.schema_version`` when reading; newer than this code knows is refused with
 ``StoreSchemaError`` rather than misread. A row's token-level data is read from its packed
-columns (record schema 2, ``abserve.token_columns``) or, in a v1 row, from its JSON.
+columns (record schema 2, ``abserve.model.token_columns``) or, in a v1 row, from its JSON.
 """
 
 from __future__ import annotations
@@ -35,14 +35,20 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from abserve.provenance_records import RouterRestart, RunProvenance
-from abserve.records import ROUTER_RESTARTS_KEY, SCHEMA_VERSION, ArmOutcome, Exchange, RawExchange, RunInfo
+from abserve.model.provenance import RouterRestart, RunProvenance
+from abserve.model.records import (
+    ROUTER_RESTARTS_KEY,
+    SCHEMA_VERSION,
+    ArmOutcome,
+    Exchange,
+    RunInfo,
+)
+from abserve.model.token_columns import ArmColumns, RawExchange, unpack
 from abserve.store.layout import StoreError, StoreSchemaError, ensure_schema
 from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts
 from abserve.store.rows import Row, dumps_json, exchange_row
 from abserve.store.schema import exchanges_table, make_engine, runs_table
-from abserve.token_columns import ArmColumns, unpack
 
 T = TypeVar("T")
 DEFAULT_STALE_AFTER_S = 10.0

@@ -40,10 +40,10 @@ from concurrent.futures import Future
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from abserve.records import Exchange
+from abserve.model.records import Exchange
+from abserve.model.token_lists import RoutedExchange
 from abserve.store.rows import Row, record_row
 from abserve.store.store import Store
-from abserve.token_lists import RoutedExchange
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from abserve.records import TAG_HEADER_PREFIX
+from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.calibrate import Span, Tokenizer, find_image_token, place_spans
 from abserve.traffic.images import EncodedImage, make_image
 from abserve.traffic.profiles import TrafficProfile

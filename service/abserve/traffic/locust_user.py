@@ -20,7 +20,7 @@ before every shard is done records ``stopped``, never ``completed``. Each proces
 
 The process that started Locust (``abserve run``, ``abserve load``) passes its pid in
 ``ABSERVE_PARENT_PID``; if it is killed, the local runner or master ends the run as
-``parent_gone`` (exit code 5) instead of sending load to nobody (``abserve.parent_watch``).
+``parent_gone`` (exit code 5) instead of sending load to nobody (``abserve.base.parent_watch``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
-from abserve.limits import MAX_ERROR_RATE
-from abserve.parent_watch import POLL_S, parent_from_env, parent_gone
+from abserve.base.limits import MAX_ERROR_RATE
+from abserve.base.parent_watch import POLL_S, parent_from_env, parent_gone
 from abserve.traffic.run_state import RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError

@@ -1,6 +1,6 @@
 """Traffic profiles: what requests the load generator makes, as validated pydantic models.
 
-A profile lives in ``configs/traffic/<name>.yaml`` (packaged: ``abserve.packaged``) and says how
+A profile lives in ``configs/traffic/<name>.yaml`` (packaged: ``abserve.base.packaged``) and says how
 many images a request carries, their sizes and formats, how much text surrounds them and in what
 layout, the sampling knobs (``max_tokens``, temperature, seed) and, for ``chunk-boundary``, where
 image spans must sit relative to multiples of the server's ``max_num_batched_tokens``. Every knob
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from abserve.packaged import packaged_root
+from abserve.base.packaged import packaged_root
 
 PROFILE_DIR = packaged_root() / "traffic"
 

@@ -17,8 +17,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 # not from sender: it imports urllib3 (and ssl), which must come after Locust's gevent patching
-from abserve.limits import MAX_ERROR_RATE
-from abserve.parent_watch import PARENT_PID_ENV
+from abserve.base.limits import MAX_ERROR_RATE
+from abserve.base.parent_watch import PARENT_PID_ENV
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.sources.spec import FileSource
@@ -149,7 +149,7 @@ def run_load(spec: LoadSpec) -> LoadSummary:
     budget = spec.deadline_s or ((spec.duration or 0) + spec.timeout_s + 120)
     cmd += ["--run-time", f"{int(budget)}s"]
     log_path = out_dir / "locust.log"
-    # Locust stops by itself if this process is killed (abserve.parent_watch)
+    # Locust stops by itself if this process is killed (abserve.base.parent_watch)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}
     if spec.api_key is not None:
         env[API_KEY_ENV] = spec.api_key

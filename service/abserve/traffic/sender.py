@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import orjson
 import urllib3
 
-from abserve.records import REQUEST_ID_HEADER
+from abserve.model.records import REQUEST_ID_HEADER
 from abserve.traffic.corpus import API_KEY_ENV, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord

@@ -1,7 +1,7 @@
 """Exact client-side timings of one streamed request, read from the SSE stream itself.
 
 ``StreamTimer`` is fed the response bytes as they arrive, each with the ``perf_counter`` time
-of its arrival; it splits Server-Sent Events (``abserve.event_stream``, the splitter the
+of its arrival; it splits Server-Sent Events (``abserve.base.event_stream``, the splitter the
 router uses on each arm's answer), notes when each event carrying output text arrived (the
 read that completed the event, its blank line included), and keeps the usage the server
 reported. From that it gives time to first token (TTFT), every inter-token latency (ITL) and
@@ -22,7 +22,7 @@ from typing import IO, Any
 import orjson
 from pydantic import BaseModel, Field
 
-from abserve.event_stream import SSEParser
+from abserve.base.event_stream import SSEParser
 
 
 class TimingRecord(BaseModel):

@@ -7,7 +7,7 @@ from tests.support.records_factory import arm, exchange, run_info
 
 from abserve.compare import judge, load_policy
 from abserve.compare.acknowledgement import acknowledgement_statement
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
 from abserve.report.views import story
 
 POLICY = load_policy("configs/policy/default.yaml")

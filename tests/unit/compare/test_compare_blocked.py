@@ -12,7 +12,7 @@ from abserve.compare import Policy, judge
 from abserve.compare.blocked import blocked_shift, pair_placement
 from abserve.compare.policy import MetricRule
 from abserve.compare.stats import hodges_lehmann
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 ABBA = [0, 1, 1, 0]
 LABELS = ["a:0,b:1,a2:0", "a:1,b:0,a2:1"]

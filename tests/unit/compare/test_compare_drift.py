@@ -6,7 +6,7 @@ from tests.support.records_factory import ab_run, position, run_info
 
 from abserve.compare import Policy, judge
 from abserve.compare.policy import MetricRule
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 
 def nudge(ex: Exchange, arm: str, at: int, delta: float) -> None:

@@ -8,7 +8,7 @@ from tests.support.records_factory import ab_run, position, run_info
 from abserve.compare import Policy, judge
 from abserve.compare.equality import compare_pair
 from abserve.compare.policy import MetricRule
-from abserve.records import ArmOutcome, Exchange, PositionLogprobs
+from abserve.model.records import ArmOutcome, Exchange, PositionLogprobs
 from abserve.report.writer import write_report
 
 PROMPT_LEN = 40

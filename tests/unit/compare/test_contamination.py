@@ -10,8 +10,8 @@ from abserve.compare import judge, load_policy
 from abserve.compare.contamination import apply_contamination, contamination, describe_core
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
-from abserve.provenance_records import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
-from abserve.records import Exchange, RunInfo
+from abserve.model.provenance import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
+from abserve.model.records import Exchange, RunInfo
 
 POLICY = load_policy("configs/policy/default.yaml")
 
@@ -129,7 +129,7 @@ def test_judge_never_passes_a_regression_and_keeps_it_failing_only_when_told() -
 
 
 def test_the_stop_reason_says_neighbours_not_drift() -> None:
-    from abserve.launch.rounds import decision_needs
+    from abserve.runs.rounds import decision_needs
 
     judged = judge(contaminated((0.2, 0.8)), passing_run(), POLICY)
     needs = decision_needs(judged, 60, 1.0)

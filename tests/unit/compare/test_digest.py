@@ -19,7 +19,7 @@ from abserve.compare import Policy, judge, load_policy
 from abserve.compare.aggregate import MAX_EXAMPLES, drift_tolerance, equality_line, pair_results
 from abserve.compare.digest import Digester
 from abserve.compare.judge import judge_digest
-from abserve.records import Exchange, SlimOutcome
+from abserve.model.records import Exchange, SlimOutcome
 
 REPO = Path(__file__).resolve().parents[3]
 

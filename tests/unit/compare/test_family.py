@@ -15,7 +15,7 @@ from abserve.compare import judge
 from abserve.compare.family import best_by_items, correction_text, holm, judge_family, roles_for
 from abserve.compare.model import Outcome
 from abserve.compare.policy import Policy
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 POLICY = Policy(min_samples=20)
 

@@ -25,7 +25,7 @@ from tests.support.records_factory import arm, exchange, run_info
 from abserve.compare import load_policy
 from abserve.compare.digest import Digester
 from abserve.compare.judge import judge_digest
-from abserve.records import ArmOutcome
+from abserve.model.records import ArmOutcome
 
 REPO = Path(__file__).resolve().parents[3]
 BOUND = 110  # bytes an exchange; measured 73 (looks as columns); f35f2d0 161, before the columnar samples 610

@@ -7,7 +7,7 @@ from tests.support.records_factory import arm, exchange, run_info
 
 from abserve.compare import judge, load_policy
 from abserve.compare.pacing import pacing_statement, peak_in_flight
-from abserve.records import Exchange, RunInfo
+from abserve.model.records import Exchange, RunInfo
 
 POLICY = load_policy("configs/policy/default.yaml")
 

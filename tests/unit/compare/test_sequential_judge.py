@@ -15,7 +15,7 @@ from abserve.compare import Policy, judge
 from abserve.compare.gates import stop_now
 from abserve.compare.model import Judgment
 from abserve.compare.warmup import mser_cut
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 
 TOKENS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 

@@ -12,7 +12,7 @@ from abserve.compare.equality import PairDigest
 from abserve.compare.latency import RequestLatency
 from abserve.compare.pair_digests import PairDigests
 from abserve.compare.slim import SlimColumns, SlimExchange, grown
-from abserve.records import SlimOutcome
+from abserve.model.records import SlimOutcome
 
 
 def _outcome(arm: str, **changes: object) -> SlimOutcome:

@@ -26,9 +26,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from abserve.arms.compose_target import TARGETS
 from abserve.cli import app
 from abserve.deploy.compose_env import compose_env, load_experiment, render_env_file
-from abserve.launch.compose_target import TARGETS
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

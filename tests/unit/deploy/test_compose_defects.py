@@ -21,7 +21,7 @@ from typer.main import get_command
 
 from abserve.cli import app
 from abserve.deploy.compose_env import compose_env, load_experiment
-from abserve.telemetry import ProcessTelemetry, TelemetryWriter, read_telemetry
+from abserve.model.telemetry import ProcessTelemetry, TelemetryWriter, read_telemetry
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG_3B = "gpu-qwen2.5-vl-3b.yaml"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from abserve.launch.server import API_SERVER, ServerSpec, VllmServer, api_server_command
+from abserve.arms.server import API_SERVER, ServerSpec, VllmServer, api_server_command
 
 pytestmark = pytest.mark.process  # short child processes (a spawned grandchild each)
 

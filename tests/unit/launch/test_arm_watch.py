@@ -1,4 +1,4 @@
-"""The arm watch of ``abserve run`` (``launch/watch.py``) against real processes and a real
+"""The arm watch of ``abserve run`` (``arms/watch.py``) against real processes and a real
 HTTP server standing in for vLLM's ``/health``: a killed process or an engine that answers
 503 is a death found within about a second, named with its cause and the first error line
 its log gained; ``watch_arms`` interrupts the main thread even in a blocking wait."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.support.fake_upstream import FakeUpstream, closed_port_url
 
-from abserve.launch.watch import ArmDeath, ArmDied, ArmWatch, exit_cause, first_error_line, watch_arms
+from abserve.arms.watch import ArmDeath, ArmDied, ArmWatch, exit_cause, first_error_line, watch_arms
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.compare import judge, load_policy
-from abserve.launch.combine import BlockRun, CombineError, combine_runs
+from abserve.runs.combine import BlockRun, CombineError, combine_runs
 from abserve.store import Store
 
 ROTATION = ["a:gpu0,b:gpu1", "a:gpu1,b:gpu0", "a:gpu1,b:gpu0", "a:gpu0,b:gpu1"]  # ABBA

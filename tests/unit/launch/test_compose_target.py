@@ -1,6 +1,6 @@
 """The docker compose target of ``abserve run``: every arm is the stack's service ``vllm-<arm>``,
 waited for on ``/health``, proven from the run's telemetry folder, and identified by what its
-server ran when it has no lookup to prove (``abserve.launch.compose_target``)."""
+server ran when it has no lookup to prove (``abserve.arms.compose_target``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from abserve.arms.compose_target import (
+    ComposeServer,
+    arm_images,
+    arm_url,
+    compose_servers,
+    server_identity,
+)
+from abserve.arms.run_paths import LoadStopped, RunRefused
+from abserve.arms.server import ServerStartError
 from abserve.cli import app
 from abserve.config import load_experiment
-from abserve.launch.compose_target import ComposeServer, arm_images, arm_url, compose_servers, server_identity
-from abserve.launch.provenance import arm_provenance
-from abserve.launch.run_paths import LoadStopped, RunRefused
-from abserve.launch.server import ServerStartError
-from abserve.telemetry import ProcessTelemetry, TelemetryWriter
+from abserve.model.telemetry import ProcessTelemetry, TelemetryWriter
+from abserve.runs.provenance import arm_provenance
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU_COMPOSE = ROOT / "configs" / "cpu-compose.yaml"

@@ -14,9 +14,9 @@ from pathlib import Path
 from tests.support.records_factory import ab_run, run_info
 
 from abserve.compare import Policy, judge
-from abserve.launch.load_seen import count_seen, record_load_seen
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
 from abserve.report import write_report
+from abserve.runs.load_seen import count_seen, record_load_seen
 from abserve.store import Store
 from abserve.store.request_ids import stored_request_ids
 from abserve.traffic.timing import TimingRecord, TimingWriter

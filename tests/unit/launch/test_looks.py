@@ -1,4 +1,4 @@
-"""Incremental looks (``abserve.launch.looks``): a look reads only what was stored since the
+"""Incremental looks (``abserve.runs.looks``): a look reads only what was stored since the
 last one, finds rows that committed after a later row was read, never digests a row twice, and
 the judgment over what the looks accumulated is the from-scratch judgment of the same store."""
 
@@ -16,11 +16,11 @@ from tests.support.records_factory import ab_run, run_info
 from abserve.compare import load_policy
 from abserve.compare.judge import judge_digest
 from abserve.compare.policy import Policy
-from abserve.launch.family import interim_family
-from abserve.launch.looks import IncrementalLooks
-from abserve.records import Exchange
-from abserve.report.commands import judge_with_evidence
+from abserve.model.records import Exchange
 from abserve.report.evidence import wanted
+from abserve.report.judging import judge_with_evidence
+from abserve.runs.family import interim_family
+from abserve.runs.looks import IncrementalLooks
 from abserve.store import Store
 from abserve.store.rows import exchange_row
 
@@ -188,8 +188,8 @@ def test_the_runs_look_after_each_round_judges_as_a_fresh_read(
         tmp_path: Path, family: tuple[str, list[str], None] | None) -> None:
     """``orchestrator.judge_so_far``, the look ``abserve run`` takes after each round, with the
     run's looks and without (a fresh read of the store), round after round."""
-    from abserve.launch.orchestrator import judge_so_far
-    from abserve.launch.run_paths import RunPaths
+    from abserve.arms.run_paths import RunPaths
+    from abserve.runs.orchestrator import judge_so_far
 
     paths = RunPaths(tmp_path)
     looks = IncrementalLooks(SEQUENTIAL, family)

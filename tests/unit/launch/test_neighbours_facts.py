@@ -1,4 +1,4 @@
-"""``launch/neighbours.py``: texts of ``/proc`` -> the share of the arms' CPUs that went to threads
+"""``arms/neighbours.py``: texts of ``/proc`` -> the share of the arms' CPUs that went to threads
 outside the arms' server trees, and each arm's CPU time and run-queue wait; and the sampler on
 real ``/proc`` with a real spinning process on a core."""
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from abserve.launch.neighbours import (
+from abserve.arms.neighbours import (
     USER_HZ,
     NeighbourSampler,
     Snapshot,

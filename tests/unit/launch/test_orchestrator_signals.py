@@ -14,7 +14,7 @@ pytestmark = pytest.mark.process  # each test runs a run in a child process
 
 CHILD = """
 import os, signal, time
-from abserve.launch.run_guard import sigterm_as_interrupt
+from abserve.runs.run_guard import sigterm_as_interrupt
 with sigterm_as_interrupt():
     try:
         os.kill(os.getpid(), signal.{name})

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from abserve.config import load_experiment
-from abserve.launch.progress import LiveProgress
-from abserve.launch.rounds import block_requests, round_requests
+from abserve.runs.progress import LiveProgress
+from abserve.runs.rounds import block_requests, round_requests
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,4 @@
-"""Reachability of a config's policy before any server starts (``launch/reach.py`` over
+"""Reachability of a config's policy before any server starts (``runs/reach.py`` over
 ``compare/reachability.py``), on the user's own traffic files and on generated profiles:
 ``abserve check`` refuses a critical gate the traffic never reaches (exit 4, one line), a gate
 the policy does not require is listed as not judged, and the expected cost is said up front."""
@@ -13,11 +13,11 @@ import yaml
 from tests.support import traffic_files as tf
 from typer.testing import CliRunner
 
-from abserve import exit_codes
+from abserve.base import exit_codes
 from abserve.cli import app
 from abserve.config import load_experiment
-from abserve.launch.reach import traffic_parts
-from abserve.launch.rounds import parse_budget, preflight_report
+from abserve.runs.reach import traffic_parts
+from abserve.runs.rounds import parse_budget, preflight_report
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -72,8 +72,8 @@ def test_check_refuses_the_issue_47_config_in_one_line(tmp_path: Path) -> None:
 
 
 def test_run_refuses_it_before_any_server_starts(tmp_path: Path) -> None:
-    from abserve.launch.orchestrator import run_experiment
-    from abserve.launch.run_paths import RunRefused
+    from abserve.arms.run_paths import RunRefused
+    from abserve.runs.orchestrator import run_experiment
 
     config = user_config(tmp_path)
     with pytest.raises(RunRefused, match=r"tpot.improvement@128\+ cannot be reached"):

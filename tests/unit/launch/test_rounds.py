@@ -19,7 +19,8 @@ from abserve.compare.family import FamilyJudgment
 from abserve.compare.model import EqualityVerdict, Judgment, MetricLine
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
-from abserve.launch.rounds import (
+from abserve.model.provenance import LookRecord
+from abserve.runs.rounds import (
     RoundLog,
     check_budget,
     decision_needs,
@@ -31,7 +32,6 @@ from abserve.launch.rounds import (
     round_requests,
     should_stop,
 )
-from abserve.provenance_records import LookRecord
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from abserve.arms.neighbours import Snapshot, ThreadStat, block_facts
+from abserve.arms.watch import ArmDeath
 from abserve.config import BudgetConfig, load_experiment
-from abserve.launch.blocks import block_record, experiment_blocks
-from abserve.launch.neighbours import Snapshot, ThreadStat, block_facts
-from abserve.launch.provenance import run_provenance
-from abserve.launch.rounds import RoundLog
-from abserve.launch.watch import ArmDeath
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
+from abserve.runs.blocks import block_record, experiment_blocks
+from abserve.runs.provenance import run_provenance
+from abserve.runs.rounds import RoundLog
 from abserve.store import Store
 from abserve.store.schema import runs_table
 

@@ -8,16 +8,16 @@ import pytest
 from tests.support.records_factory import ab_run, provenance, run_info
 
 from abserve.compare import Policy, judge, load_policy
-from abserve.launch.selftest import (
+from abserve.model.records import LookupTelemetry
+from abserve.runs.selftest import (
     SelftestConfig,
     SelftestResult,
     configured_delay_us,
     load_selftest,
     roles_policy,
 )
-from abserve.launch.selftest_checks import CheckSpec, evaluate, injected_effect
-from abserve.records import LookupTelemetry
-from abserve.report.selftest_md import results_markdown
+from abserve.runs.selftest_checks import CheckSpec, evaluate, injected_effect
+from abserve.runs.selftest_md import results_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
 SWAP = [1, 2, 3, 99, 98, 97, 96, 95]
@@ -145,8 +145,8 @@ def test_results_table_shows_expected_and_actual_per_check() -> None:
 def test_sleeping_slow_mutant_takes_its_delay_and_returns_the_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from abserve import mutants
-    from abserve.lookup import linear_window
+    from abserve.plugin import mutants
+    from abserve.plugin.lookup import linear_window
 
     monkeypatch.setenv(mutants.MUTANT_ENV, "slow")
     monkeypatch.setenv(mutants.DELAY_ENV, "3000")
@@ -179,7 +179,7 @@ def test_an_interval_above_the_injected_effect_holds_only_within_the_allowed_amp
 def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anything(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from abserve.launch.selftest import ExperimentOutcome, run_selftest, write_results
+    from abserve.runs.selftest import ExperimentOutcome, run_selftest, write_results
 
     config = tmp_path / "selftest.yaml"
     config.write_text(f"policy: {ROOT / 'configs/policy/selftest.yaml'}\nexperiments: {{e: x.yaml}}\n"

@@ -12,7 +12,7 @@ from vllm.multimodal.media.connector import MediaConnector
 from vllm.multimodal.media.image import ImageMediaIO
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-from abserve.launch.server import NO_MEDIA_DOMAIN, ServerSpec
+from abserve.arms.server import NO_MEDIA_DOMAIN, ServerSpec
 
 METADATA = "http://169.254.169.254/latest/meta-data/x.png"
 

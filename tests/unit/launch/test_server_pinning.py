@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from abserve.launch.server import ServerSpec, VllmServer, start_servers, stop_servers, tree_affinities
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers, tree_affinities
 
 pytestmark = [pytest.mark.server,  # a child process serves /health as vLLM would
               pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")]
@@ -126,7 +126,7 @@ def test_servers_are_stopped_together_not_one_after_another(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("pid", [1, 0, -1])
 def test_the_whole_machines_tree_is_never_pinned(pid: int) -> None:
-    from abserve.launch.server import pin_tree
+    from abserve.arms.server import pin_tree
 
     with pytest.raises(ValueError, match="refusing"):
         pin_tree(pid, [0])

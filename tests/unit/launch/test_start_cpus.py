@@ -1,4 +1,4 @@
-"""Start CPUs for arms that start unpinned (``abserve.launch.start_cpus``).
+"""Start CPUs for arms that start unpinned (``abserve.arms.start_cpus``).
 
 Arms that will share one core start their CPU workers on CPUs of their own, spread over the
 machine, never on another NUMA node than their own CPUs, and with as many CPUs as they run on.
@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abserve.launch.start_cpus import numa_nodes, parse_cpu_list, start_binds
+from abserve.arms.start_cpus import numa_nodes, parse_cpu_list, start_binds
 
 
 def test_arms_sharing_core_0_start_on_alternate_cores() -> None:

@@ -25,7 +25,7 @@ from safetensors import safe_open
 from typer.testing import CliRunner
 
 from abserve.cli import app
-from abserve.launch import tiny_model as tm
+from abserve.arms import tiny_model as tm
 
 PROMPTS = (
     "Describe the picture in detail.",
@@ -90,7 +90,7 @@ def test_spec_hash_tracks_every_field() -> None:
 def test_build_is_byte_identical_across_processes(built: Path, tmp_path: Path) -> None:
     other = tmp_path / "again"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    code = "import sys; from abserve.launch.tiny_model import build_tiny_model as b; b(sys.argv[1])"
+    code = "import sys; from abserve.arms.tiny_model import build_tiny_model as b; b(sys.argv[1])"
     subprocess.run([sys.executable, "-c", code, str(other)], check=True, env=env, timeout=300)
     first, second = _file_digests(built), _file_digests(other)
     assert first == second

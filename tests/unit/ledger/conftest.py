@@ -10,8 +10,8 @@ import pytest
 from tests.support.records_factory import ab_run, provenance, run_info
 from tests.unit.store.conftest import BACKENDS, _url_for
 
-from abserve.provenance_records import HostFacts
-from abserve.records import RunInfo
+from abserve.model.provenance import HostFacts
+from abserve.model.records import RunInfo
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,15 +12,15 @@ from pydantic import ValidationError
 from tests.unit.ledger.conftest import POLICY, fill
 from typer.testing import CliRunner
 
-from abserve.arms import ArmConfig
 from abserve.cli import app
 from abserve.compare import Judgment, load_policy
 from abserve.config import ExperimentConfig, load_experiment
-from abserve.launch.provenance import start_provenance
 from abserve.ledger.baseline import NoAcceptedBuild, resolve_accepted
 from abserve.ledger.book import accept
-from abserve.report.commands import build_report
+from abserve.ledger.signoff import build_report
+from abserve.model.arms import ArmConfig
 from abserve.report.sentences import first_screen
+from abserve.runs.provenance import start_provenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -25,7 +25,8 @@ from abserve.ledger.book import (
     record_family_signoff,
     record_signoff,
 )
-from abserve.report.commands import build_report, judge_run
+from abserve.ledger.signoff import build_report
+from abserve.report.judging import judge_run
 from abserve.store import Store
 from abserve.store.schema import ledger_table
 

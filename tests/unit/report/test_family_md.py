@@ -8,7 +8,7 @@ from tests.support.records_factory import provenance, run_info
 from tests.unit.compare.test_family import POLICY, three_candidates
 
 from abserve.compare.family import FamilyJudgment, judge_family
-from abserve.records import RunInfo
+from abserve.model.records import RunInfo
 from abserve.report.family_md import family_junit, family_markdown
 
 

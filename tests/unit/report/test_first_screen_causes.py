@@ -9,7 +9,7 @@ from tests.unit.compare.test_sequential_judge import judged, policy, run
 
 from abserve.compare import judge
 from abserve.compare.model import Judgment, MetricLine
-from abserve.provenance_records import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
+from abserve.model.provenance import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
 from abserve.report.sentences import first_screen, held_by
 
 

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from abserve.cli import app
 from abserve.compare import load_policy
 from abserve.compare.placement_bias import BiasRefused, BiasRow, aa_roles, round_up, snippet
-from abserve.provenance_records import RunProvenance
-from abserve.records import ArmProvenance, Exchange
+from abserve.model.provenance import RunProvenance
+from abserve.model.records import ArmProvenance, Exchange
 from abserve.report.placement_bias import measure
 from abserve.store import Store
 

@@ -18,7 +18,7 @@ from tests.support.report_runs import exchanges, info
 
 from abserve.compare import Policy, load_policy
 from abserve.compare.policy import ArmRoles, Mode
-from abserve.report.commands import build_report
+from abserve.ledger.signoff import build_report
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,7 +13,7 @@ from tests.support.records_factory import ab_run, run_info
 from typer.testing import CliRunner
 
 from abserve.cli import app
-from abserve.provenance_records import RunProvenance
+from abserve.model.provenance import RunProvenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.support.records_factory import ab_run, run_info
 
 from abserve.compare import Judgment, Policy, judge
-from abserve.records import ROUTER_RESTARTS_KEY, RunInfo
+from abserve.model.records import ROUTER_RESTARTS_KEY, RunInfo
 from abserve.report import write_report
 from abserve.report.restarts import restart_statement
 from abserve.store import Store

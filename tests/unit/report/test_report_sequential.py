@@ -21,8 +21,8 @@ from tests.support.report_runs import ITEMS, PLACEMENTS, STOP, TOKENS, policy, s
 
 from abserve.compare import Judgment, Policy, judge
 from abserve.compare.model import Look, MetricLine
-from abserve.provenance_records import SequentialRecord
-from abserve.records import Exchange
+from abserve.model.provenance import SequentialRecord
+from abserve.model.records import Exchange
 from abserve.report import svg, write_report
 
 

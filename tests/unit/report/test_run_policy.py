@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from abserve.cli import app
 from abserve.compare import Policy, load_policy
 from abserve.config import load_experiment
-from abserve.launch.provenance import start_provenance
-from abserve.provenance_records import RunProvenance
+from abserve.model.provenance import RunProvenance
 from abserve.router.run_open import open_run
 from abserve.router.settings import RouterSettings
+from abserve.runs.provenance import start_provenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.compare import load_policy
-from abserve.launch.orchestrator import write_signoff
 from abserve.report.summary_file import SummaryTarget, target
+from abserve.runs.orchestrator import write_signoff
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from abserve.cli import app
 from abserve.compare import load_policy
-from abserve.provenance_records import RunProvenance
-from abserve.records import Exchange
-from abserve.report.watch import ExchangeCache, Watcher, show
-from abserve.report.watch_frame import (
+from abserve.model.provenance import RunProvenance
+from abserve.model.records import Exchange
+from abserve.runs.watch_frame import (
     Gate,
     duration,
     interval_text,
@@ -26,6 +25,7 @@ from abserve.report.watch_frame import (
     recorded_budget,
     roles_for_arms,
 )
+from abserve.runs.watch_report import ExchangeCache, Watcher, show
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from abserve.cli.load import API_KEY_ENV
 from abserve.router.settings import SettingsError, load_settings
-from abserve.traffic.commands import API_KEY_ENV
 
 ARMS = 'arms:\n  a: {url: "http://127.0.0.1:1"}\n  b: {url: "http://127.0.0.1:2"}\n'
 

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from abserve.base.url_hash import record_hash
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.validation import CheckedRequest, check_request, identify
-from abserve.url_hash import record_hash
 
 METADATA = "http://169.254.169.254/latest/meta-data"
 LOOPBACK = "http://127.0.0.1:8000/x.png"

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from tests.support import v2_packer
 from tests.support.records_factory import position
 
-from abserve.event_stream import SSEParser
-from abserve.records import ArmOutcome, Exchange, PositionLogprobs, TopLogprob
+from abserve.base.event_stream import SSEParser
+from abserve.model.records import ArmOutcome, Exchange, PositionLogprobs, TopLogprob
+from abserve.model.token_lists import PositionLists, RoutedExchange
 from abserve.router.sse import DONE, Transcript
 from abserve.store.rows import record_row, routed_row
-from abserve.token_lists import PositionLists, RoutedExchange
 
 Token = tuple[str, int, float | int | None, list[tuple[str, float | int | None]]]
 

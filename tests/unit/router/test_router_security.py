@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from abserve.event_stream import SSEParser
-from abserve.records import ArmOutcome
+from abserve.base.event_stream import SSEParser
+from abserve.model.records import ArmOutcome
 from abserve.router.augment import Additions, augment, strip
 from abserve.router.errors import RouterError
 from abserve.router.security import check_bearer, check_media_url, media_host

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.fake_upstream import Knobs, _Answer
 
-from abserve.event_stream import SSEParser
-from abserve.records import ArmOutcome
+from abserve.base.event_stream import SSEParser
+from abserve.model.records import ArmOutcome
 from abserve.router.sse import Transcript
 
 CHUNK: dict[str, Any] = {

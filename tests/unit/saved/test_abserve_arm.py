@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.support.records_factory import arm, exchange, run_info
 
-from abserve.records import Exchange
+from abserve.model.records import Exchange
 from abserve.saved.abserve_arm import read, split_source
 from abserve.saved.keys import prompt_key
 from abserve.saved.model import SavedRunError

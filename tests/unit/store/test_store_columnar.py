@@ -19,7 +19,7 @@ from tests.support.records_factory import full_run_info as run_info
 from abserve.compare import load_policy
 from abserve.compare.digest import Digester
 from abserve.compare.judge import judge_digest
-from abserve.records import SCHEMA_VERSION, Exchange
+from abserve.model.records import SCHEMA_VERSION, Exchange
 from abserve.store import STORE_SCHEMA_VERSION, Store
 from abserve.store.rows import dumps_json, exchange_row
 from abserve.store.schema import make_engine, meta_table

@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.support.records_factory import ab_run, arm, exchange, position, run_info
 
 from abserve.compare import load_policy
-from abserve.launch.looks import IncrementalLooks
+from abserve.runs.looks import IncrementalLooks
 from abserve.store import Store
 
 POLICY = Path(__file__).resolve().parents[3] / "configs" / "policy" / "default.yaml"

@@ -1,4 +1,4 @@
-"""Typed provenance (``abserve.provenance_records``) against stores written before it was typed.
+"""Typed provenance (``abserve.model.provenance``) against stores written before it was typed.
 
 ``dict_era_provenance.json`` is the provenance JSON the dict-era code wrote for an ``abserve run``
 with two blocks (one with neighbour facts, one with too few samples: ``{}``), a sequential log,
@@ -18,8 +18,8 @@ from sqlalchemy import select, update
 from tests.support.records_factory import ab_run
 
 from abserve.compare import Policy, judge
-from abserve.provenance_records import RouterRestart, RunProvenance
-from abserve.records import RunInfo
+from abserve.model.provenance import RouterRestart, RunProvenance
+from abserve.model.records import RunInfo
 from abserve.store import Store
 from abserve.store.schema import runs_table
 

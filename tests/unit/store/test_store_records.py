@@ -18,8 +18,8 @@ from tests.support.records_factory import full_exchange as exchange
 from tests.support.records_factory import full_outcome as outcome
 from tests.support.records_factory import full_run_info as run_info
 
-from abserve.provenance_records import RunProvenance
-from abserve.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
+from abserve.model.provenance import RunProvenance
+from abserve.model.records import SCHEMA_VERSION, ArmOutcome, Exchange, RunInfo
 from abserve.store import (
     RunExistsError,
     RunNotFoundError,

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 from tests.support.records_factory import full_exchange as exchange
 
-from abserve.records import ROUTER_RESTARTS_KEY, RunInfo
+from abserve.model.records import ROUTER_RESTARTS_KEY, RunInfo
 from abserve.router.run_open import open_run
 from abserve.router.settings import RouterSettings
 from abserve.store import RunConfigError, RunExistsError, RunInUseError, RunNotFoundError, Store

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from abserve.report.commands import store_location
+from abserve.report.judging import store_location
 from abserve.store.urls import shown_url
 
 

@@ -1,5 +1,5 @@
 """One error limit: ``abserve load --max-error-rate``, the load process's and every policy's
-default are ``abserve.limits.MAX_ERROR_RATE`` (0.02), and a bounded load stops only once its
+default are ``abserve.base.limits.MAX_ERROR_RATE`` (0.02), and a bounded load stops only once its
 failures are past that share of all it will send (one early failure does not end a long run)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from abserve.base.limits import MAX_ERROR_RATE
+from abserve.cli import load as commands
 from abserve.compare.policy import Policy
-from abserve.limits import MAX_ERROR_RATE
-from abserve.traffic import commands
 from abserve.traffic.run_state import RunOptions, RunState
 from abserve.traffic.runner import LoadSpec
 

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from abserve.cli import app
-from abserve.traffic import commands, corpus, runner
+from abserve.cli import load as commands
+from abserve.traffic import corpus, runner
 from abserve.traffic.runner import LoadSpec
 
 

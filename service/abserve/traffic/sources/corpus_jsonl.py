@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from abserve.records import TAG_HEADER_PREFIX
+from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.sources.imported import Imported, LineError, arrival_of
 
 KEPT = {"profile": "corpus-profile", "seed": "corpus-seed", "corpus-index": "corpus-line"}

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from PIL import Image, UnidentifiedImageError
 
-from abserve.records import TAG_HEADER_PREFIX
+from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.router.errors import RouterError
 from abserve.router.parts import classify
 from abserve.router.security import media_host

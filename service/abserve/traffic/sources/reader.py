@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from abserve.records import TAG_HEADER_PREFIX
+from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.corpus import CorpusEntry, derive_seed
 from abserve.traffic.sources import bench_datasets, corpus_jsonl, openai_jsonl
 from abserve.traffic.sources.imported import Imported, LineError

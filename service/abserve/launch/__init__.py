@@ -1,1 +1,0 @@
-"""Processes abserve starts: vLLM servers, the tiny model builder, the run orchestrator."""

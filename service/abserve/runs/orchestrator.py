@@ -1,0 +1,445 @@
+"""``abserve run``: one experiment from servers to sign-off report.
+
+Builds the tiny model if missing, starts every arm's vLLM server with its lookup mode,
+proves each arm's lookup with a multimodal probe before any load, starts the router,
+drives the configured traffic profiles through it with headless Locust, then records the
+arms' provenance and telemetry in the store, judges the run and writes the report. Every
+process it started is stopped on success, failure and Ctrl-C; a run that does not finish
+is left in the store as interrupted, so ``abserve report`` marks it invalid. A lock file
+refuses a second concurrent run on the same machine.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+from abserve.compare import Judgment
+from abserve.compare.family import FamilyJudgment
+from abserve.compare.model import DECIDED
+from abserve.compare.policy import Policy
+from abserve.config import BudgetConfig, ExperimentConfig
+from abserve.arms import arm_servers
+from abserve.arms.arm_checks import ArmCheckError, ArmFacts, check_arms
+from abserve.arms.arm_pool import ArmPool
+from abserve.runs.blocks import Block, apply_placement, block_record, experiment_blocks
+from abserve.arms.compose_target import ComposeServer, compose_servers, server_identity
+from abserve.compare.family import Family
+from abserve.runs.family import family_of, interim_family, write_family_signoff
+from abserve.runs.load_seen import record_load_seen
+from abserve.runs.looks import IncrementalLooks
+from abserve.arms.neighbours import block_sampler
+from abserve.runs.progress import LiveProgress
+from abserve.runs.provenance import arm_provenance, run_provenance
+from abserve.runs.rounds import (
+    RoundLog,
+    block_requests,
+    block_shares,
+    infinite_plan,
+    interim_judgment,
+    judging_roles,
+    preflight_report,
+    rotations,
+    round_requests,
+    should_stop,
+    wait_recorded,
+)
+from abserve.runs.router_process import RouterProcess, router_settings
+from abserve.runs.run_guard import exclusive_run, sigterm_as_interrupt
+from abserve.arms.run_paths import LoadStopped, RunError, RunPaths, RunRefused
+from abserve.arms.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
+from abserve.arms.watch import ArmDeath, ArmDied, watch_arms
+from abserve.ledger.baseline import resolve_accepted
+from abserve.ledger.book import record_family_signoff
+from abserve.model.provenance import BlockRecord
+from abserve.model.records import RunInfo
+from abserve.report.summary_file import SummaryTarget
+from abserve.model.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
+
+EXIT_INVALID = 3
+
+
+def ensure_model(config: ExperimentConfig) -> Path:
+    """The model directory, built offline first when the config names a builder."""
+    if config.model.builder == "tiny-llava":
+        from abserve.arms.tiny_model import TinyModelSpec, ensure_tiny_model
+
+        return ensure_tiny_model(config.model.path, TinyModelSpec(**config.model.spec))
+    if not config.model.path.exists():
+        raise RunRefused(f"model path {config.model.path} does not exist")
+    return config.model.path
+
+
+def make_servers(config: ExperimentConfig, model: Path, paths: RunPaths) -> dict[str, VllmServer]:
+    """One server per arm (``abserve.arms.arm_servers``), pinned to its CPUs of the first block."""
+    first = experiment_blocks(config)[0].placement
+    return arm_servers.make_servers(config, model, first, paths.log, paths.telemetry)
+
+
+def check_arm_setup(config: ExperimentConfig, model: Path) -> dict[str, ArmFacts]:
+    """Refuse bad interpreters, unknown vLLM args, unset references and unreachable external
+    arms before any server starts (``abserve.arms.arm_checks``)."""
+    try:
+        return check_arms(config, arm_servers.full_argv(config, model))
+    except ArmCheckError as exc:
+        raise RunRefused(str(exc)) from None
+
+
+def prove_arms(config: ExperimentConfig, servers: dict[str, VllmServer], console: Console) -> None:
+    """Each arm must prove its lookup inside the gather step before any load is sent."""
+    from abserve.arms.probe import probe_body
+
+    body = probe_body(config.model.served_name)
+    for name, server in servers.items():
+        if config.arms[name].expected_mode is None:
+            continue  # nothing to prove (an external arm, or vLLM untouched): reported unproven
+        response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300)
+        if response.status_code != 200:
+            raise RunError(f"probe request to arm {name} failed: HTTP {response.status_code}")
+    for name, server in servers.items():
+        if config.arms[name].expected_mode is None:
+            kind = config.arms[name].kind
+            console.print(f"arm {name} ({kind}): [yellow]unproven[/] (no lookup to prove; its /version "
+                          "is recorded)" if kind == "external" else
+                          f"arm {name} ({kind}): no lookup to prove; identified by what its server "
+                          "reports it ran (vLLM version, arguments, image)")
+            continue
+        if server.telemetry_dir is None:
+            raise RunError(f"arm {name} has no telemetry directory: its lookup cannot be proven")
+        expected = config.arms[name].expected_mode
+        proof = await_proof(server, expected)
+        if not proof.ok:
+            raise RunError(f"arm {name} did not prove lookup {expected!r}: {proof.detail}")
+        console.print(f"[green]arm {name}[/] proved [bold]{proof.proven}[/]: {proof.detail}")
+
+
+def await_proof(server: VllmServer, expected: str | None, flushes: int = 4) -> Proof:
+    """The arm's proof, read again until it holds or ``flushes`` telemetry flushes passed
+    (the plugin writes its counters every ``FLUSH_INTERVAL_S``)."""
+    deadline = time.monotonic() + flushes * FLUSH_INTERVAL_S
+    while True:
+        proof = prove_lookup(server.telemetry(), expected)
+        if proof.ok or time.monotonic() >= deadline:
+            return proof
+        time.sleep(FLUSH_INTERVAL_S / 5)
+
+
+def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],
+               paths: RunPaths, run_id: str) -> BlockRecord:
+    """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
+    every profile, one after another, each request tagged with the block and placement; the
+    block's record carries the foreign load its arms' CPUs saw (``abserve.arms.neighbours``)."""
+    pinned = None
+    if config.blocks.cpu_sets is not None:
+        pinned = apply_placement(servers, block.placement)
+        time.sleep(config.blocks.settle_s)
+    started = time.time()
+    tags = {"block": str(block.index)}
+    if any(block.placement.values()):  # unpinned arms: placement not controlled, not tagged
+        tags["placement"] = block.label
+    with block_sampler(servers, block.placement) as sampler:
+        sent = send_shares(config, block, router, servers, paths, run_id, tags)
+    # with the foreign load on the arms' cores (arms/neighbours.py)
+    return block_record(block, started, time.time(), sent, pinned, sampler.facts())
+
+
+def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
+                servers: dict[str, VllmServer], paths: RunPaths, run_id: str, tags: dict[str, str]) -> int:
+    """Send the block's share of every profile, one after another; return the requests sent."""
+    from abserve.traffic.runner import LoadSpec, run_load
+    from abserve.traffic.sources.replay import block_skip
+
+    sent = 0
+    for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
+        overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
+        source = config.file_source(item, block_skip(share, block.index)) if item.kind == "file" else None
+        summary = run_load(LoadSpec(
+            item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
+            seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
+            out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
+            model=config.model.served_name, tokenize_url=arm_servers.tokenize_url(config, servers),
+            overrides=overrides,
+            max_error_rate=config.load.max_error_rate, tags=tags,
+            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
+        ))
+        if summary.abort_reason:
+            raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}",
+                              summary.stop_reason)
+        sent += summary.requests_sent
+    return sent
+
+
+def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
+                paths: RunPaths, run_id: str) -> None:
+    """Requests of the first profile before block 0, tagged ``block=warmup``."""
+    from abserve.traffic.runner import LoadSpec, run_load
+
+    item = config.load.profiles[0]
+    run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
+                      users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
+                      out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
+                      tokenize_url=arm_servers.tokenize_url(config, servers),
+                      overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
+                      max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
+                      api_key=router.api_key,
+                      source=config.file_source(item) if item.kind == "file" else None))
+
+
+def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
+                  paths: RunPaths, run_id: str, console: Console,
+                  rounds: RoundLog | None = None, policy: Policy | None = None,
+                  started: float = 0.0) -> list[BlockRecord]:
+    """Send the load in blocks (``abserve.runs.blocks``) and return each block's record.
+
+    With ``rounds`` (a sequential experiment, ``abserve.runs.rounds``) the blocks go on in
+    rounds until the stop rule says the answer is known or the budget is spent; without,
+    exactly ``blocks.count`` blocks are sent.
+    """
+    plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
+    per_round, blocks_per_round = round_requests(config), rotations(config)
+    total = config.blocks.warmup_requests + (  # a sequential run's grows block by block
+        sum(item.requests for item in config.load.profiles) if rounds is None else 0)
+    records: list[BlockRecord] = []
+    looks: IncrementalLooks | None = None  # the run's digest, fed each round's new exchanges
+    with LiveProgress(router.url, router.api_key, list(servers), total, console) as progress:
+        if config.blocks.warmup_requests:
+            send_warmup(config, router, servers, paths, run_id)
+        round_began = time.monotonic()
+        for block in plan:
+            if rounds is not None:
+                progress.expect(block_requests(config, block.index))
+            records.append(send_block(config, block, router, servers, paths, run_id))
+            if rounds is None or policy is None or (block.index + 1) % blocks_per_round:
+                continue
+            rounds.rounds += 1
+            rounds.requests = config.blocks.warmup_requests + sum(r.requests or 0 for r in records)
+            looks = looks or IncrementalLooks(judging_roles(config, policy), family_of(config))
+            judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
+                                    family_of(config), records, looks)
+            stop = should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round)
+            console.print(look_line(rounds))
+            if stop:
+                break
+            round_began = time.monotonic()
+    if rounds is not None:
+        console.print(f"sequential: {rounds.stop_reason}")
+    return records
+
+
+def look_line(rounds: RoundLog) -> str:
+    """One line per look, for a log without a live display (``docker compose up``'s output)."""
+    look = rounds.looks[-1]
+    open_gates = [name for name, outcome in look.gates.items() if outcome not in DECIDED]
+    decided = len(look.gates) - len(open_gates)
+    return (f"look {look.round}: {look.requests} requests in {look.seconds:.0f} s; {decided} of "
+            f"{len(look.gates)} gates decided" + (f"; open: {', '.join(open_gates)}" if open_gates else ""))
+
+
+def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
+                 family: Family | None = None,
+                 blocks: list[BlockRecord] | None = None,
+                 looks: IncrementalLooks | None = None) -> Judgment | FamilyJudgment:
+    """The interim judgment of what the router has recorded so far (of every candidate when
+    the experiment has several: ``abserve.runs.family``); ``blocks``: the block records so
+    far, whose neighbour facts the judgment weighs (``abserve.compare.contamination``)."""
+    from abserve.store import Store
+
+    with Store.open(paths.database_url) as store:
+        wait_recorded(lambda: store.count_exchanges(run_id), expected)
+        run = store.get_run(run_id)
+        if run is None:
+            raise RunError(f"the router recorded no run {run_id}")
+        if looks is not None:  # only the exchanges stored since the last look are read
+            looks.update(store, run_id)
+            if family is not None:
+                return interim_family(run, looks, policy, family)
+            return interim_judgment(run, looks.digest, policy, blocks)
+        if family is not None:
+            return interim_family(run, list(store.iter_exchanges(run_id)), policy, family)
+        return interim_judgment(run, list(store.iter_exchanges(run_id)), policy, blocks)
+
+
+def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
+                      model: Path | None, paths: RunPaths, run_id: str,
+                      blocks: list[BlockRecord] | None = None,
+                      rounds: RoundLog | None = None, died: ArmDeath | None = None,
+                      facts: dict[str, ArmFacts] | None = None) -> RunInfo:
+    """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
+    from abserve.store import Store
+
+    with Store.open(paths.database_url) as store:
+        run = store.get_run(run_id)
+        if run is None:
+            raise RunError(f"the router recorded no run {run_id}")
+        run.arms = {name: arm_provenance(name, server, config.arms[name], (facts or {}).get(name))
+                    for name, server in servers.items()}
+        run.provenance = run_provenance(config, config_path, model, blocks)
+        run.provenance.arm_environment = {name: server_identity(server.telemetry())["environment"]
+                                          for name, server in servers.items()
+                                          if isinstance(server, ComposeServer)}
+        if rounds is not None:
+            run.provenance.sequential = rounds.as_provenance()
+        if died is not None:
+            run.provenance.arm_death = died.as_provenance()
+        store.update_run(run)
+        return run
+
+
+def new_run_id(config: ExperimentConfig) -> str:
+    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def start_arms(config: ExperimentConfig, paths: RunPaths, pool: ArmPool, target: str,
+               console: Console) -> tuple[Path | None, dict[str, ArmFacts], dict[str, VllmServer]]:
+    """The arms of ``target`` started and ready: the model (None under compose: the arms load
+    it), what the checks found of each arm, and each arm's server."""
+    if target == "compose":  # compose started them: only waited for (arms/compose_target.py)
+        servers: dict[str, VllmServer] = dict(compose_servers(config, paths.telemetry, paths.log))
+        console.print(f"waiting for the compose arms {', '.join(f'vllm-{n}' for n in servers)} ...")
+        start_servers(list(servers.values()))
+        return None, {}, servers
+    if images := [name for name, arm in config.arms.items() if arm.kind == "image"]:
+        raise RunRefused(f"arms {images} are images, which docker compose runs: scripts/signoff.sh "
+                         "CONFIG, or `docker compose up` with ABSERVE_CONFIG in .env (docs/gpu.md)")
+    model = ensure_model(config)
+    facts = check_arm_setup(config, model)
+    servers, to_start = pool.adopt(config, make_servers(config, model, paths))
+    modes = ", ".join(f"{n}={a.expected_mode or a.kind + ' (unproven)'}" for n, a in config.arms.items())
+    console.print(f"starting arms {modes} ...")
+    if kept := [name for name, server in servers.items() if server.process is not None]:
+        console.print(f"arms {', '.join(kept)}: servers kept running from an earlier experiment")
+    started = time.monotonic()
+    start_servers(to_start, pin_when_ready=True)
+    console.print(f"arms ready in {time.monotonic() - started:.0f} s")
+    return model, facts, servers
+
+
+def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, console: Console,
+                   budget: BudgetConfig | None = None, pool: ArmPool | None = None,
+                   target: str = "local", run_id: str | None = None,
+                   database_url: str | None = None, summary: SummaryTarget | None = None) -> int:
+    """Run the whole experiment; return the report's exit code (3 when the run is invalid).
+
+    With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
+    after each and stops when the answer is known (``abserve.runs.rounds``). With a
+    ``pool`` (``abserve selftest``) arms take over servers an earlier experiment kept, and
+    leave theirs to later ones (``abserve.arms.arm_pool``). ``target``: where the arms run,
+    ``local`` processes (and ``url:`` endpoints) or ``compose`` services
+    (``abserve.arms.compose_target``); ``run_id`` and ``database_url`` name the run and its
+    store (default: a new id, SQLite in ``out``); ``summary``: ``--summary-md`` (``write_signoff``).
+
+    A run that does not reach its end (a failure, Ctrl-C, SIGTERM) stops every process it
+    started and is marked ``interrupted`` in the store, so any report of it is invalid.
+    """
+    try:
+        config = resolve_accepted(config, RunPaths(out, database_url).database_url)  # a: {from: accepted}
+        policy, rounds, reach = preflight_report(config, budget)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from exc
+    began = time.monotonic()
+    paths = RunPaths(out, database_url)
+    paths.log("x").parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_report(out)
+    run_id = run_id or new_run_id(config)
+    model: Path | None = None
+    servers: dict[str, VllmServer] = {}
+    router: RouterProcess | None = None
+    finished = False
+    died: ArmDeath | None = None
+    facts: dict[str, ArmFacts] = {}
+    pool = pool or ArmPool()  # without one, this run's servers are all its own
+    with exclusive_run(), sigterm_as_interrupt():
+        try:
+            console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
+            for line in reach.lines():  # expected cost, gates the traffic leaves out
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+            model, facts, servers = start_arms(config, paths, pool, target, console)
+            prove_arms(config, servers, console)
+            router = RouterProcess(
+                router_settings(config, servers, paths, run_id, free_port(), judging_roles(config, policy)),
+                paths,
+                secrets.token_urlsafe(24), arm_servers.router_arms(config, servers)[1],
+            )
+            router.start()
+            with watch_arms(servers):
+                blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds,
+                                       policy, began)
+            router.stop()
+            record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds,
+                              facts=facts)
+            finished = True
+        except ArmDied as exc:  # the load stopped at once; what was answered is recorded
+            died = exc.death
+            console.print(f"[bold red]{died.describe()}[/]; run stopped")
+        except ServerStartError as exc:
+            raise RunError(str(exc)) from exc
+        finally:
+            if router is not None:
+                router.stop()
+            stop_servers(pool.release(config, servers, finished))
+            if router is not None and not finished:
+                mark_interrupted(paths.database_url, run_id)
+    if died is not None:  # judged anyway: the report is INVALID and says which arm and why
+        record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
+                          died=died, facts=facts)
+    record_load_seen(paths.database_url, run_id, paths.out / "load")  # the router has stopped
+    return write_signoff(paths.database_url, run_id, config.policy, out, console,
+                         judging_roles(config, policy), family_of(config), summary)
+
+
+REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")
+
+
+def remove_stale_report(out: Path) -> None:
+    """An earlier run's report in ``out`` must not pass for this run's if this one fails."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def mark_interrupted(database_url: str, run_id: str) -> None:
+    """The router marks its run completed when it shuts down cleanly; an unfinished run is not."""
+    from abserve.store import Store
+
+    with Store.open(database_url) as store:
+        if store.get_run(run_id) is not None:
+            store.finish_run(run_id, "interrupted")
+
+
+def write_signoff(db: str, run_id: str, policy_path: Path, out: Path, console: Console,
+                  policy: Policy | None = None, family: Family | None = None,
+                  summary: SummaryTarget | None = None) -> int:
+    """Judge the stored run, write the report files, print the verdict; return its exit code.
+
+    ``policy``: the policy read from ``policy_path`` with the arm roles this experiment has.
+    ``family``: several candidates, each judged against the baseline with Holm's correction.
+    ``summary``: also append the first screen as Markdown (``abserve.report.summary_file``)."""
+    from abserve.ledger.signoff import build_report
+    from abserve.report.summary_file import write_family, write_run
+
+    if family is not None and policy is not None:
+        judged = write_family_signoff(db, run_id, policy, policy_path, family, out)
+        record_family_signoff(db, run_id, judged, out)  # the ledger's entry: the family's verdict
+        console.print(f"{judged.correction}")
+        for name, line in judged.candidates.items():
+            console.print(f"  {judged.baseline} vs {name}: {line.verdict.upper()} (alpha {line.alpha:.4g}) "
+                          f"{out / f'vs-{name}' / 'report.html'}")
+        console.print(f"verdict: [bold]{judged.verdict.upper()}[/] (exit {judged.exit_code}) "
+                      f"{out / 'report.md'}")
+        if summary is not None:
+            console.print(f"  summary appended to {write_family(summary, judged, run_id, out)}")
+        return judged.exit_code
+
+    report = build_report(db, run_id, out, policy_path, policy=policy)
+    colour = {"pass": "green", "fail": "red", "invalid": "red"}.get(report.verdict, "yellow")
+    console.print(f"verdict: [bold {colour}]{report.verdict.upper()}[/] (exit {report.exit_code})")
+    for path in (report.html, report.markdown, report.json, report.junit):
+        console.print(f"  {path}")
+    if summary is not None and report.judgment is not None:
+        console.print(f"  summary appended to {write_run(summary, report.judgment, out)}")
+    return report.exit_code
