@@ -27,14 +27,16 @@ from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.arms import arm_servers
 from abserve.arms.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.arms.arm_pool import ArmPool
-from abserve.runs.blocks import Block, apply_placement, block_record, experiment_blocks
+from abserve.model.placement import Block
+from abserve.runs.blocks import apply_placement, block_record, experiment_blocks
 from abserve.arms.compose_target import ComposeServer, compose_servers, server_identity
 from abserve.compare.family import Family
 from abserve.runs.family import family_of, interim_family, write_family_signoff
 from abserve.runs.load_seen import record_load_seen
 from abserve.runs.looks import IncrementalLooks
 from abserve.arms.neighbours import block_sampler
-from abserve.runs.progress import LiveProgress
+from abserve.runs.context import RunContext
+from abserve.runs.load_plan import run_load_plan
 from abserve.runs.provenance import arm_provenance, run_provenance
 from abserve.runs.rounds import (
     RoundLog,
@@ -129,156 +131,19 @@ def await_proof(server: VllmServer, expected: str | None, flushes: int = 4) -> P
         time.sleep(FLUSH_INTERVAL_S / 5)
 
 
-def send_block(config: ExperimentConfig, block: Block, router: RouterProcess, servers: dict[str, VllmServer],
-               paths: RunPaths, run_id: str) -> BlockRecord:
-    """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
-    every profile, one after another, each request tagged with the block and placement; the
-    block's record carries the foreign load its arms' CPUs saw (``abserve.arms.neighbours``)."""
-    pinned = None
-    if config.blocks.cpu_sets is not None:
-        pinned = apply_placement(servers, block.placement)
-        time.sleep(config.blocks.settle_s)
-    started = time.time()
-    tags = {"block": str(block.index)}
-    if any(block.placement.values()):  # unpinned arms: placement not controlled, not tagged
-        tags["placement"] = block.label
-    with block_sampler(servers, block.placement) as sampler:
-        sent = send_shares(config, block, router, servers, paths, run_id, tags)
-    # with the foreign load on the arms' cores (arms/neighbours.py)
-    return block_record(block, started, time.time(), sent, pinned, sampler.facts())
-
-
-def send_shares(config: ExperimentConfig, block: Block, router: RouterProcess,
-                servers: dict[str, VllmServer], paths: RunPaths, run_id: str, tags: dict[str, str]) -> int:
-    """Send the block's share of every profile, one after another; return the requests sent."""
-    from abserve.traffic.runner import LoadSpec, run_load
-    from abserve.traffic.sources.replay import block_skip
-
-    sent = 0
-    for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
-        overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
-        source = config.file_source(item, block_skip(share, block.index)) if item.kind == "file" else None
-        summary = run_load(LoadSpec(
-            item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
-            seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
-            out_dir=paths.out / "load" / f"block-{block.index}" / item.profile,
-            model=config.model.served_name, tokenize_url=arm_servers.tokenize_url(config, servers),
-            overrides=overrides,
-            max_error_rate=config.load.max_error_rate, tags=tags,
-            shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
-        ))
-        if summary.abort_reason:
-            raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}",
-                              summary.stop_reason)
-        sent += summary.requests_sent
-    return sent
-
-
-def send_warmup(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
-                paths: RunPaths, run_id: str) -> None:
-    """Requests of the first profile before block 0, tagged ``block=warmup``."""
-    from abserve.traffic.runner import LoadSpec, run_load
-
-    item = config.load.profiles[0]
-    run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
-                      users=config.load.users, seed=config.load.seed + 999_999, run_id=run_id,
-                      out_dir=paths.out / "load" / "warmup", model=config.model.served_name,
-                      tokenize_url=arm_servers.tokenize_url(config, servers),
-                      overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
-                      max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
-                      api_key=router.api_key,
-                      source=config.file_source(item) if item.kind == "file" else None))
-
-
-def run_load_plan(config: ExperimentConfig, router: RouterProcess, servers: dict[str, VllmServer],
-                  paths: RunPaths, run_id: str, console: Console,
-                  rounds: RoundLog | None = None, policy: Policy | None = None,
-                  started: float = 0.0) -> list[BlockRecord]:
-    """Send the load in blocks (``abserve.runs.blocks``) and return each block's record.
-
-    With ``rounds`` (a sequential experiment, ``abserve.runs.rounds``) the blocks go on in
-    rounds until the stop rule says the answer is known or the budget is spent; without,
-    exactly ``blocks.count`` blocks are sent.
-    """
-    plan = experiment_blocks(config) if rounds is None else infinite_plan(config)
-    per_round, blocks_per_round = round_requests(config), rotations(config)
-    total = config.blocks.warmup_requests + (  # a sequential run's grows block by block
-        sum(item.requests for item in config.load.profiles) if rounds is None else 0)
-    records: list[BlockRecord] = []
-    looks: IncrementalLooks | None = None  # the run's digest, fed each round's new exchanges
-    with LiveProgress(router.url, router.api_key, list(servers), total, console) as progress:
-        if config.blocks.warmup_requests:
-            send_warmup(config, router, servers, paths, run_id)
-        round_began = time.monotonic()
-        for block in plan:
-            if rounds is not None:
-                progress.expect(block_requests(config, block.index))
-            records.append(send_block(config, block, router, servers, paths, run_id))
-            if rounds is None or policy is None or (block.index + 1) % blocks_per_round:
-                continue
-            rounds.rounds += 1
-            rounds.requests = config.blocks.warmup_requests + sum(r.requests or 0 for r in records)
-            looks = looks or IncrementalLooks(judging_roles(config, policy), family_of(config))
-            judgment = judge_so_far(paths, run_id, rounds.requests, looks.policy,
-                                    family_of(config), records, looks)
-            stop = should_stop(rounds, judgment, started, time.monotonic() - round_began, per_round)
-            console.print(look_line(rounds))
-            if stop:
-                break
-            round_began = time.monotonic()
-    if rounds is not None:
-        console.print(f"sequential: {rounds.stop_reason}")
-    return records
-
-
-def look_line(rounds: RoundLog) -> str:
-    """One line per look, for a log without a live display (``docker compose up``'s output)."""
-    look = rounds.looks[-1]
-    open_gates = [name for name, outcome in look.gates.items() if outcome not in DECIDED]
-    decided = len(look.gates) - len(open_gates)
-    return (f"look {look.round}: {look.requests} requests in {look.seconds:.0f} s; {decided} of "
-            f"{len(look.gates)} gates decided" + (f"; open: {', '.join(open_gates)}" if open_gates else ""))
-
-
-def judge_so_far(paths: RunPaths, run_id: str, expected: int, policy: Policy,
-                 family: Family | None = None,
-                 blocks: list[BlockRecord] | None = None,
-                 looks: IncrementalLooks | None = None) -> Judgment | FamilyJudgment:
-    """The interim judgment of what the router has recorded so far (of every candidate when
-    the experiment has several: ``abserve.runs.family``); ``blocks``: the block records so
-    far, whose neighbour facts the judgment weighs (``abserve.compare.contamination``)."""
-    from abserve.store import Store
-
-    with Store.open(paths.database_url) as store:
-        wait_recorded(lambda: store.count_exchanges(run_id), expected)
-        run = store.get_run(run_id)
-        if run is None:
-            raise RunError(f"the router recorded no run {run_id}")
-        if looks is not None:  # only the exchanges stored since the last look are read
-            looks.update(store, run_id)
-            if family is not None:
-                return interim_family(run, looks, policy, family)
-            return interim_judgment(run, looks.digest, policy, blocks)
-        if family is not None:
-            return interim_family(run, list(store.iter_exchanges(run_id)), policy, family)
-        return interim_judgment(run, list(store.iter_exchanges(run_id)), policy, blocks)
-
-
-def record_provenance(config: ExperimentConfig, config_path: Path, servers: dict[str, VllmServer],
-                      model: Path | None, paths: RunPaths, run_id: str,
-                      blocks: list[BlockRecord] | None = None,
-                      rounds: RoundLog | None = None, died: ArmDeath | None = None,
-                      facts: dict[str, ArmFacts] | None = None) -> RunInfo:
+def record_provenance(ctx: RunContext, blocks: list[BlockRecord] | None = None,
+                      rounds: RoundLog | None = None, died: ArmDeath | None = None) -> RunInfo:
     """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
     from abserve.store import Store
 
+    config, servers, paths, run_id = ctx.config, ctx.servers, ctx.paths, ctx.run_id
     with Store.open(paths.database_url) as store:
         run = store.get_run(run_id)
         if run is None:
             raise RunError(f"the router recorded no run {run_id}")
-        run.arms = {name: arm_provenance(name, server, config.arms[name], (facts or {}).get(name))
+        run.arms = {name: arm_provenance(name, server, config.arms[name], ctx.facts.get(name))
                     for name, server in servers.items()}
-        run.provenance = run_provenance(config, config_path, model, blocks)
+        run.provenance = run_provenance(config, ctx.config_path, ctx.model, blocks)
         run.provenance.arm_environment = {name: server_identity(server.telemetry())["environment"]
                                           for name, server in servers.items()
                                           if isinstance(server, ComposeServer)}
@@ -345,33 +210,29 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     paths = RunPaths(out, database_url)
     paths.log("x").parent.mkdir(parents=True, exist_ok=True)
     remove_stale_report(out)
-    run_id = run_id or new_run_id(config)
-    model: Path | None = None
-    servers: dict[str, VllmServer] = {}
-    router: RouterProcess | None = None
+    ctx = RunContext(config, config_path, paths, run_id or new_run_id(config), console)
+    run_id = ctx.run_id
     finished = False
     died: ArmDeath | None = None
-    facts: dict[str, ArmFacts] = {}
     pool = pool or ArmPool()  # without one, this run's servers are all its own
     with exclusive_run(), sigterm_as_interrupt():
         try:
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             for line in reach.lines():  # expected cost, gates the traffic leaves out
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
-            model, facts, servers = start_arms(config, paths, pool, target, console)
-            prove_arms(config, servers, console)
-            router = RouterProcess(
-                router_settings(config, servers, paths, run_id, free_port(), judging_roles(config, policy)),
+            ctx.model, ctx.facts, ctx.servers = start_arms(config, paths, pool, target, console)
+            prove_arms(config, ctx.servers, console)
+            ctx.router = RouterProcess(
+                router_settings(config, ctx.servers, paths, run_id, free_port(),
+                                judging_roles(config, policy)),
                 paths,
-                secrets.token_urlsafe(24), arm_servers.router_arms(config, servers)[1],
+                secrets.token_urlsafe(24), arm_servers.router_arms(config, ctx.servers)[1],
             )
-            router.start()
-            with watch_arms(servers):
-                blocks = run_load_plan(config, router, servers, paths, run_id, console, rounds,
-                                       policy, began)
-            router.stop()
-            record_provenance(config, config_path, servers, model, paths, run_id, blocks, rounds,
-                              facts=facts)
+            ctx.router.start()
+            with watch_arms(ctx.servers):
+                blocks = run_load_plan(ctx, rounds, policy, began)
+            ctx.router.stop()
+            record_provenance(ctx, blocks, rounds)
             finished = True
         except ArmDied as exc:  # the load stopped at once; what was answered is recorded
             died = exc.death
@@ -379,14 +240,13 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         except ServerStartError as exc:
             raise RunError(str(exc)) from exc
         finally:
-            if router is not None:
-                router.stop()
-            stop_servers(pool.release(config, servers, finished))
-            if router is not None and not finished:
+            if ctx.router is not None:
+                ctx.router.stop()
+            stop_servers(pool.release(config, ctx.servers, finished))
+            if ctx.router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
     if died is not None:  # judged anyway: the report is INVALID and says which arm and why
-        record_provenance(config, config_path, servers, model, paths, run_id, rounds=rounds,
-                          died=died, facts=facts)
+        record_provenance(ctx, rounds=rounds, died=died)
     record_load_seen(paths.database_url, run_id, paths.out / "load")  # the router has stopped
     return write_signoff(paths.database_url, run_id, config.policy, out, console,
                          judging_roles(config, policy), family_of(config), summary)

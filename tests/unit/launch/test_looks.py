@@ -186,10 +186,10 @@ def test_a_family_of_candidates_is_judged_from_its_looks_as_from_a_fresh_read(tm
 @pytest.mark.parametrize("family", [None, ("a", ["b", "a2"], None)])
 def test_the_runs_look_after_each_round_judges_as_a_fresh_read(
         tmp_path: Path, family: tuple[str, list[str], None] | None) -> None:
-    """``orchestrator.judge_so_far``, the look ``abserve run`` takes after each round, with the
+    """``load_plan.judge_so_far``, the look ``abserve run`` takes after each round, with the
     run's looks and without (a fresh read of the store), round after round."""
     from abserve.arms.run_paths import RunPaths
-    from abserve.runs.orchestrator import judge_so_far
+    from abserve.runs.load_plan import judge_so_far
 
     paths = RunPaths(tmp_path)
     looks = IncrementalLooks(SEQUENTIAL, family)

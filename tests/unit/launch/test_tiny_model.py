@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from safetensors import safe_open
 from typer.testing import CliRunner
 
-from abserve.cli import app
 from abserve.arms import tiny_model as tm
+from abserve.cli import app
 
 PROMPTS = (
     "Describe the picture in detail.",
