@@ -54,7 +54,7 @@ from abserve.runs.watch_frame import (
 )
 from abserve.store import Store, StoreError
 from abserve.store.schema import exchanges_table
-from abserve.store.store import exchange_from_row
+from abserve.store.rows import exchange_from_row
 
 PAGE = 512
 Budget = tuple[float | None, int | None]

@@ -7,17 +7,10 @@ path and keeps the run's heartbeat; ``schema.py`` holds the versioned tables and
 restarted router may reopen its stopped run (``Store.resume_run``).
 """
 
+from abserve.store.errors import RunConfigError, RunExistsError, RunInUseError, RunNotFoundError
+from abserve.store.layout import StoreError, StoreSchemaError
 from abserve.store.schema import STORE_SCHEMA_VERSION
-from abserve.store.store import (
-    DEFAULT_STALE_AFTER_S,
-    RunConfigError,
-    RunExistsError,
-    RunInUseError,
-    RunNotFoundError,
-    Store,
-    StoreError,
-    StoreSchemaError,
-)
+from abserve.store.store import DEFAULT_STALE_AFTER_S, Store
 from abserve.store.writer import BatchWriter
 
 __all__ = [

@@ -3,7 +3,7 @@ and bring a store of an older version up to this one.
 
 Store schema 1 -> 2 (record schema 2, ``abserve.model.token_columns``): ``abserve_exchanges``
 gains the nullable ``tokens`` column; the v1 rows stay as they were (``tokens`` NULL, read
-through the v1 reader, ``abserve.store.store.exchange_from_row``). The step is idempotent
+through the v1 reader, ``abserve.store.rows.exchange_from_row``). The step is idempotent
 (the column is added only where absent, then the version recorded), so a process killed
 between the two, or two processes opening one store at once, leave a store the next open
 finishes. A store of a version this code does not know is refused, never guessed at.

@@ -1,4 +1,5 @@
-"""An exchange record as a row of ``abserve_exchanges``, and JSON text as the store keeps it.
+"""An exchange record as a row of ``abserve_exchanges`` and back, and JSON text as the store
+keeps it.
 
 Pure functions, no I/O. ``exchange_row`` is called by ``BatchWriter.put`` in the router's
 event loop, one record at a time as each exchange ends, not by the writer thread for a
@@ -15,15 +16,21 @@ for the same record with its models (``tests/unit/store/test_routed_row.py``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic import TypeAdapter
+from pydantic_core import from_json, to_json
+from sqlalchemy import RowMapping
 
-from abserve.model.records import ArmOutcome, Exchange
+from abserve.model.records import SCHEMA_VERSION, ArmOutcome, Exchange
+from abserve.model.token_columns import ArmColumns, RawExchange, unpack
 from abserve.model.token_lists import RoutedExchange
 from abserve.model.token_pack import pack_arms, pack_tokens
+from abserve.store.layout import StoreSchemaError
 
 Row = dict[str, Any]
+_ARMS = TypeAdapter(dict[str, ArmOutcome])
 
 
 def dumps_json(value: Any, exclude: Any = None) -> str:
@@ -70,3 +77,55 @@ def _row(exchange: Exchange, arms: dict[str, ArmOutcome], packed: dict[str, set[
         "arms": dumps_json(arms, exclude=packed or None),
         "tokens": tokens,
     }
+
+
+def _check_row_version(row: RowMapping) -> int:
+    version = int(row["schema_version"])
+    if version > SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"exchange {row['request_id']!r} has record schema version {version}; "
+            f"this abserve reads versions up to {SCHEMA_VERSION}"
+        )
+    return version
+
+
+def _arms_of_row(row: RowMapping) -> dict[str, ArmOutcome]:
+    """The outcomes of a row: v2 (columnar: ``tokens`` set) or v1 (all in ``arms``)."""
+    if row["tokens"] is None:
+        return _ARMS.validate_json(row["arms"])
+    return {name: arm.outcome() for name, arm in unpack(from_json(row["arms"]), row["tokens"]).items()}
+
+
+def _columns_of_row(row: RowMapping) -> dict[str, ArmColumns]:
+    if row["tokens"] is None:  # a v1 row: each arm all JSON, decoded, not validated
+        return {name: ArmColumns(doc) for name, doc in from_json(row["arms"]).items()}
+    return unpack(from_json(row["arms"]), row["tokens"])
+
+
+def exchange_from_row(row: RowMapping) -> Exchange:
+    """The exchange stored in one row; refuses rows of a newer record schema."""
+    return Exchange(
+        schema_version=_check_row_version(row),
+        run_id=row["run_id"],
+        request_id=row["request_id"],
+        endpoint=row["endpoint"],
+        stream=bool(row["stream"]),
+        fingerprint=row["fingerprint"],
+        prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]),
+        image_hashes=list(row["image_hashes"]),
+        tags=dict(row["tags"]),
+        started_at=float(row["started_at"]),
+        arms=_arms_of_row(row),
+    )
+
+
+def raw_from_row(row: RowMapping) -> RawExchange:
+    """The exchange of one row with its arms as columns, not validated (``RawExchange``);
+    the caller has checked the record schema (``Store.iter_raw_exchanges``)."""
+    return RawExchange(run_id=row["run_id"], request_id=row["request_id"],
+                       schema_version=int(row["schema_version"]), endpoint=row["endpoint"],
+                       stream=bool(row["stream"]), fingerprint=row["fingerprint"],
+                       started_at=float(row["started_at"]), tags=dict(row["tags"]),
+                       image_hashes=list(row["image_hashes"]), arms=_columns_of_row(row),
+                       full=lambda: exchange_from_row(row),
+                       prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]))

@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import TypeAdapter
-from pydantic_core import from_json
 from sqlalchemy import (
     Connection,
     Engine,
@@ -39,15 +37,15 @@ from abserve.model.provenance import RouterRestart, RunProvenance
 from abserve.model.records import (
     ROUTER_RESTARTS_KEY,
     SCHEMA_VERSION,
-    ArmOutcome,
     Exchange,
     RunInfo,
 )
-from abserve.model.token_columns import ArmColumns, RawExchange, unpack
-from abserve.store.layout import StoreError, StoreSchemaError, ensure_schema
+from abserve.model.token_columns import RawExchange
+from abserve.store.errors import RunConfigError, RunExistsError, RunInUseError, RunNotFoundError
+from abserve.store.layout import StoreSchemaError, ensure_schema
 from abserve.store.owner import Owner, effective_status, owner_alive
 from abserve.store.resume import config_conflicts
-from abserve.store.rows import Row, dumps_json, exchange_row
+from abserve.store.rows import Row, dumps_json, exchange_from_row, exchange_row, raw_from_row
 from abserve.store.schema import exchanges_table, make_engine, runs_table
 
 T = TypeVar("T")
@@ -55,83 +53,6 @@ DEFAULT_STALE_AFTER_S = 10.0
 # Provenance recorded as the run is created (its policy): no later writer replaces it
 START_KEYS = ("policy", "policy_file", "policy_sha256")
 _PAGE = 256
-
-
-class RunNotFoundError(StoreError, KeyError):
-    """No run with that id."""
-
-
-class RunExistsError(StoreError, ValueError):
-    """A run with that id already exists."""
-
-
-class RunInUseError(StoreError):
-    """A run cannot be resumed: it is ``running`` and its owner may be alive.
-    ``owner_known_alive``: the owner is a live process on this host (False: on another
-    host, seen alive by its heartbeat only, which goes stale if it died)."""
-
-    def __init__(self, message: str, *, owner_known_alive: bool) -> None:
-        super().__init__(message)
-        self.owner_known_alive = owner_known_alive
-
-
-class RunConfigError(StoreError, ValueError):
-    """A run cannot be resumed with a config that differs from its recorded one."""
-
-
-_ARMS = TypeAdapter(dict[str, ArmOutcome])
-
-
-def _check_row_version(row: RowMapping) -> int:
-    version = int(row["schema_version"])
-    if version > SCHEMA_VERSION:
-        raise StoreSchemaError(
-            f"exchange {row['request_id']!r} has record schema version {version}; "
-            f"this abserve reads versions up to {SCHEMA_VERSION}"
-        )
-    return version
-
-
-def _arms_of_row(row: RowMapping) -> dict[str, ArmOutcome]:
-    """The outcomes of a row: v2 (columnar: ``tokens`` set) or v1 (all in ``arms``)."""
-    if row["tokens"] is None:
-        return _ARMS.validate_json(row["arms"])
-    return {name: arm.outcome() for name, arm in unpack(from_json(row["arms"]), row["tokens"]).items()}
-
-
-def _columns_of_row(row: RowMapping) -> dict[str, ArmColumns]:
-    if row["tokens"] is None:  # a v1 row: each arm all JSON, decoded, not validated
-        return {name: ArmColumns(doc) for name, doc in from_json(row["arms"]).items()}
-    return unpack(from_json(row["arms"]), row["tokens"])
-
-
-def exchange_from_row(row: RowMapping) -> Exchange:
-    """The exchange stored in one row; refuses rows of a newer record schema."""
-    return Exchange(
-        schema_version=_check_row_version(row),
-        run_id=row["run_id"],
-        request_id=row["request_id"],
-        endpoint=row["endpoint"],
-        stream=bool(row["stream"]),
-        fingerprint=row["fingerprint"],
-        prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]),
-        image_hashes=list(row["image_hashes"]),
-        tags=dict(row["tags"]),
-        started_at=float(row["started_at"]),
-        arms=_arms_of_row(row),
-    )
-
-
-def raw_from_row(row: RowMapping) -> RawExchange:
-    """The exchange of one row with its arms as columns, not validated (``RawExchange``);
-    the caller has checked the record schema (``Store.iter_raw_exchanges``)."""
-    return RawExchange(run_id=row["run_id"], request_id=row["request_id"],
-                       schema_version=int(row["schema_version"]), endpoint=row["endpoint"],
-                       stream=bool(row["stream"]), fingerprint=row["fingerprint"],
-                       started_at=float(row["started_at"]), tags=dict(row["tags"]),
-                       image_hashes=list(row["image_hashes"]), arms=_columns_of_row(row),
-                       full=lambda: exchange_from_row(row),
-                       prompt_text=None if row["prompt_text"] is None else json.loads(row["prompt_text"]))
 
 
 def _run_docs(run: RunInfo) -> dict[str, str]:
