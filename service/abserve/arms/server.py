@@ -27,6 +27,7 @@ import httpx
 import psutil
 from pydantic import BaseModel, Field
 
+from abserve.arms.pinning import pin_tree
 from abserve.arms.start_cpus import machine_start_binds
 from abserve.base.parent_watch import PARENT_PID_ENV
 from abserve.model.telemetry import ProcessTelemetry, read_telemetry, since
@@ -330,45 +331,6 @@ class ExternalServer(VllmServer):
 def _signal(proc: psutil.Process, sig: int) -> None:
     with contextlib.suppress(psutil.Error):
         proc.send_signal(sig)
-
-
-def pin_tree(pid: int, cpus: Sequence[int]) -> None:
-    """Move every thread of a process tree onto ``cpus`` (re-pinning a running server).
-
-    Affinity is per thread on Linux, and the CPU worker's OpenMP threads pinned
-    themselves, so each thread of each process is moved, not only the main ones. PID 1's tree
-    is the whole machine: refused.
-    """
-    if pid <= 1:
-        raise ValueError(f"refusing to pin the process tree of PID {pid}")
-    root = psutil.Process(pid)
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            for thread in proc.threads():
-                try:
-                    os.sched_setaffinity(thread.id, list(cpus))
-                except (ProcessLookupError, PermissionError):
-                    continue
-        except psutil.Error:
-            continue
-
-
-def thread_affinities(pid: int) -> dict[int, set[int]]:
-    """The CPU affinity of every thread of a process tree by thread id, read from the kernel."""
-    out: dict[int, set[int]] = {}
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        for proc in [root, *root.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                for thread in proc.threads():
-                    with contextlib.suppress(OSError):
-                        out[thread.id] = set(os.sched_getaffinity(thread.id))
-    return out
-
-
-def tree_affinities(pid: int) -> list[set[int]]:
-    """The CPU affinity of every thread of a process tree, read back from the kernel."""
-    return list(thread_affinities(pid).values())
 
 
 def start_servers(servers: Sequence[VllmServer], timeout_s: float | None = None,

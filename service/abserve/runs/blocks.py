@@ -15,7 +15,7 @@ balanced order, so each arm spends the same share of the run in each slot and th
   backward (ABBA for two; 0,1,2,2,1,0 for three), which also cancels a linear drift in
   time; ``cyclic`` repeats them forward (ABAB); ``fixed`` never swaps (the naive design).
 - ``apply_placement(servers, placement)``: the thin I/O step, re-pinning each running
-  server's whole process tree (``abserve.arms.server.pin_tree``) without a restart.
+  server's whole process tree (``abserve.arms.pinning.pin_tree``) without a restart.
 
 The pure plan (``Block``, ``rotation``, ``block_order``, ``plan_blocks``, ``is_balanced``,
 ``split_requests``) and the tag format (``placement_label``, ``parse_placement``) live in
@@ -72,7 +72,7 @@ def apply_placement(servers: Mapping[str, VllmServer], placement: Placement) -> 
     Returns, per arm, how many threads its tree has and how many are NOT on the block's
     CPUs when read back (0 when the swap took), for the block's provenance.
     """
-    from abserve.arms.server import pin_tree, tree_affinities
+    from abserve.arms.pinning import pin_tree, tree_affinities
 
     checked: dict[str, dict[str, int]] = {}
     for name, cpus in placement.items():

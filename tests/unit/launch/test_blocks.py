@@ -121,7 +121,7 @@ def test_pin_tree_moves_every_thread_of_a_running_child() -> None:
     import sys
     import time
 
-    from abserve.arms.server import pin_tree, tree_affinities
+    from abserve.arms.pinning import pin_tree, tree_affinities
 
     cpus = sorted(os.sched_getaffinity(0))
     code = ("import threading, time\n"

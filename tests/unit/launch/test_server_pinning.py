@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers, tree_affinities
+from abserve.arms.pinning import tree_affinities
+from abserve.arms.server import ServerSpec, VllmServer, start_servers, stop_servers
 
 pytestmark = [pytest.mark.server,  # a child process serves /health as vLLM would
               pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux affinity only")]
