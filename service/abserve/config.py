@@ -279,6 +279,7 @@ class ExperimentConfig(BaseModel):
         checked = (item.imported or {}).get("requests")
         return FileSource(**item.file.model_dump(), model=self.model.served_name, label=item.profile,
                           allowed_media_hosts=tuple(self.media_hosts()), skip=skip, checked=checked,
+                          max_context=self.server.max_model_len,
                           **{"max_images": self.server.max_images, **limits})
 
     def media_hosts(self) -> list[str]:

@@ -53,7 +53,7 @@ def load(
     requests_file: Annotated[Path | None, typer.Option(
         help="send this traffic file instead of a profile (docs/traffic-files.md)")] = None,
     file_format: Annotated[str, typer.Option(
-        "--format", help="auto | openai | bench-custom | bench-sharegpt | corpus")] = "auto",
+        "--format", help="auto | openai | bench-custom | bench-sharegpt | corpus | mooncake")] = "auto",
     replay: Annotated[str, typer.Option(
         help="recorded: at the file's arrival times (--users caps requests in flight); "
              "closed: --users users back to back")] = "recorded",
@@ -67,6 +67,14 @@ def load(
         help="an http(s) image host the router and the arms both allow (repeatable)")] = None,
     max_body_bytes: Annotated[int | None, typer.Option(help="the router's body limit")] = None,
     max_images: Annotated[int | None, typer.Option(help="the router's image limit")] = None,
+    block_size: Annotated[int, typer.Option(help="a mooncake trace: tokens per hash id")] = 512,
+    trace_images: Annotated[int, typer.Option(
+        help="a mooncake trace: seeded images after each full hash block")] = 0,
+    trace_tokenizer: Annotated[str | None, typer.Option(
+        help="a mooncake trace: the served model's tokenizer.json, for blocks of exactly "
+             "--block-size tokens")] = None,
+    max_context: Annotated[int | None, typer.Option(
+        help="the model's context in tokens: longer trace lines are refused before sending")] = None,
 ) -> None:
     """Send a bounded load of one traffic profile, or a traffic file, and write per-request
     timings."""
@@ -85,7 +93,9 @@ def load(
             seeded_sampling="allow" if allow_sampling else "refuse",
             allowed_media_hosts=tuple(h.lower() for h in media_host or ()),
             **({"max_body_bytes": max_body_bytes} if max_body_bytes else {}),
-            **({"max_images": max_images} if max_images is not None else {}))
+            **({"max_images": max_images} if max_images is not None else {}),
+            trace={"block_size": block_size, "images_per_block": trace_images,
+                   "tokenizer": trace_tokenizer}, max_context=max_context)
         requests, profile = requests or count, source.label
     elif profile is None:
         raise typer.BadParameter("give --profile or --requests-file")

@@ -17,7 +17,7 @@ from typing import Any
 
 from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.corpus import CorpusEntry, derive_seed
-from abserve.traffic.sources import bench_datasets, corpus_jsonl, openai_jsonl
+from abserve.traffic.sources import bench_datasets, corpus_jsonl, mooncake, openai_jsonl
 from abserve.traffic.sources.imported import Imported, LineError
 from abserve.traffic.sources.lines import RawItem, is_array_file, iter_items
 from abserve.traffic.sources.prepare import SamplingRefused, prepare
@@ -93,17 +93,23 @@ def detect(value: Any) -> str:
         return "corpus"
     if openai_jsonl.looks_like(value):
         return "openai"
+    if mooncake.looks_like(value):
+        return "mooncake"
     if bench_datasets.looks_like_sharegpt(value):
         return "bench-sharegpt"
     if bench_datasets.looks_like_custom(value):
         return "bench-custom"
     raise LineError("unknown line format (an OpenAI request with 'model', a vllm bench "
-                    "custom or ShareGPT entry, or an abserve corpus line)")
+                    "custom or ShareGPT entry, an abserve corpus line or a Mooncake trace line)")
 
 
-def read_item(raw: RawItem, src: FileSource, array: bool) -> Imported:
-    """One item as its format's reader understands it."""
+def read_item(raw: RawItem, src: FileSource, array: bool,
+              walk: mooncake.TraceWalk | None = None) -> Imported:
+    """One item as its format's reader understands it (``walk``: what a trace's earlier lines
+    sent)."""
     fmt = src.format if src.format != "auto" else "bench-sharegpt" if array else detect(raw.value)
+    if fmt == mooncake.FORMAT:
+        return (walk or mooncake.TraceWalk()).parse(raw.value, raw.line, src)
     if fmt == "openai":
         return openai_jsonl.parse(raw.value, raw.line)
     if fmt == "corpus":
@@ -123,6 +129,7 @@ def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
     array = is_array_file(src.path) if src.path.is_file() else False
     base = src.path.parent
     ordinal = 0
+    walk = mooncake.TraceWalk()
     for raw in iter_items(src.path):
         if not kept(src, raw.line):
             continue
@@ -130,7 +137,7 @@ def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
             yield Problem(raw.line, raw.error)
             continue
         try:
-            imp = read_item(raw, src, array)
+            imp = read_item(raw, src, array, walk)
             entry = prepare(imp, src, base, ordinal)
         except SamplingRefused as exc:
             yield Problem(raw.line, str(exc), sampling=True)

@@ -15,7 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-FileFormat = Literal["auto", "openai", "bench-custom", "bench-sharegpt", "corpus"]
+from abserve.traffic.sources.mooncake import TraceOptions
+
+FileFormat = Literal["auto", "openai", "bench-custom", "bench-sharegpt", "corpus", "mooncake"]
 Replay = Literal["recorded", "closed"]
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # abserve.router.settings.RouterSettings defaults
 DEFAULT_MAX_IMAGES = 64
@@ -40,6 +42,7 @@ class FileOptions(BaseModel):
     greedy: bool = Field(False, description="send sampling requests with temperature 0")
     skip_invalid: bool = Field(False, description="count and list bad lines instead of failing")
     max_tokens: int = Field(16, ge=1, description="bench formats: lines without output_tokens")
+    trace: TraceOptions = Field(default_factory=TraceOptions, description="mooncake traces")
 
     @field_serializer("path")
     def _path_text(self, path: Path) -> str:  # model_dump() is JSON-ready (provenance)
@@ -53,6 +56,7 @@ class FileSource(FileOptions):
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_images: int = Field(DEFAULT_MAX_IMAGES, ge=0)
     allowed_media_hosts: tuple[str, ...] = ()
+    max_context: int | None = Field(None, ge=1, description="the model's context (tokens), if known")
     seeded_sampling: Literal["allow", "refuse"] = "refuse"
     label: str = Field("file", pattern=r"^[a-z0-9][a-z0-9-]*$", description="the profile tag")
     skip: int = Field(0, ge=0, description="accepted requests passed over first")
