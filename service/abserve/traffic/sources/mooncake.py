@@ -241,7 +241,7 @@ def vocabulary(tokenizer: str | None) -> tuple[str, ...]:
         raise LineError("trace.tokenizer needs the 'tokenizers' package (vLLM installs it)") from None
     try:
         tok = Tokenizer.from_file(str(path))
-    except Exception:  # noqa: BLE001 - the library raises its own exception types
+    except Exception:  # the library raises its own exception types
         raise LineError(f"trace.tokenizer: {path} is not a readable tokenizer.json") from None
     return _one_token_words(tok, path)
 
