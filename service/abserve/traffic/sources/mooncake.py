@@ -5,7 +5,7 @@ A line is ``{"timestamp": MS, "input_length": N, "output_length": M, "hash_ids":
 hash id names one block of ``block_size`` tokens (512 by default, as both peers); the last block
 holds the rest, ``N - (len(hash_ids) - 1) * block_size`` tokens, which must be 1 to
 ``block_size`` (AIPerf's rule). A block's text is made from its hash id alone: words drawn by a
-generator seeded with (the file's ``seed``, hash id), each word one token, so two lines naming
+hash of (the file's ``seed``, hash id), each word one token, so two lines naming
 the same hash id send the same text there, different ids differ, and two runs of the same trace
 send the same bytes. A partial last block is the start of that hash id's full block.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
+import struct
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -158,8 +159,8 @@ class TraceWalk:
 
 def block_text(seed: int, hash_id: int, tokens: int, opts: TraceOptions) -> str:
     """The text of hash block ``hash_id`` cut to its first ``tokens`` words (one each)."""
-    words = _block_words(seed, hash_id, opts.block_size, opts.tokenizer)
-    return " " + " ".join(words[:tokens])
+    text, words = _block(seed, hash_id, opts.block_size, opts.tokenizer)
+    return text if tokens == opts.block_size else " " + " ".join(words[:tokens])
 
 
 def _content(ids: list[int], last: int, src: TraceSource) -> list[dict[str, Any]]:
@@ -212,11 +213,23 @@ def _seed(*parts: object) -> int:
     return int.from_bytes(digest, "big")
 
 
-@functools.lru_cache(maxsize=2048)  # 2,048 blocks' word tuples: about 8 MiB at 512 tokens
-def _block_words(seed: int, hash_id: int, block_size: int,
-                 tokenizer: str | None) -> tuple[str, ...]:
-    rng = random.Random(_seed("trace-block", seed, hash_id))
-    return tuple(rng.choices(vocabulary(tokenizer), k=block_size))
+@functools.lru_cache(maxsize=1024)  # 1,024 blocks: about 7 MiB at 512 tokens
+def _block(seed: int, hash_id: int, block_size: int,
+           tokenizer: str | None) -> tuple[str, tuple[str, ...]]:
+    """A block's full text and its words: word ``k`` is picked by 16 bits of a SHAKE-256 stream
+    keyed by (seed, hash id), little-endian (the same on every machine, and fast)."""
+    table = _pick_table(tokenizer)
+    key = f"trace-block:{seed}:{hash_id}".encode()
+    picks = struct.unpack(f"<{block_size}H", hashlib.shake_256(key).digest(2 * block_size))
+    words = tuple(map(table.__getitem__, picks))
+    return " " + " ".join(words), words
+
+
+@functools.lru_cache(maxsize=4)
+def _pick_table(tokenizer: str | None) -> tuple[str, ...]:
+    """The word each 16-bit pick names: the vocabulary repeated (pick modulo its length)."""
+    vocab = vocabulary(tokenizer)
+    return tuple(vocab[k % len(vocab)] for k in range(1 << 16))
 
 
 @functools.lru_cache(maxsize=512)
