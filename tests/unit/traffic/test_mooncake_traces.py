@@ -170,3 +170,14 @@ def test_a_tokenizer_that_is_not_a_file_is_refused(tmp_path: Path) -> None:
     path = trace(tmp_path, [line(0, 10, [0])])
     with pytest.raises(RequestsFileError, match=r"not a readable tokenizer\.json"):
         check_file(source(path, trace={"tokenizer": str(tmp_path / "none.json")}))
+
+
+def test_the_report_states_the_block_size_of_a_trace(tmp_path: Path) -> None:
+    from abserve.report.imported import file_statement
+
+    path = trace(tmp_path, [line(0, 300, [0, 1])])
+    src = source(path, format="mooncake", trace={"block_size": 256, "images_per_block": 1})
+    item = {"kind": "file", "profile": "file-t", "file": src.model_dump(),
+            "imported": check_file(src).summary()}
+    assert file_statement(item) == (f"file-t from {path}: 1 requests, 1 images (a Mooncake trace: "
+                                    "256-token hash blocks, 1 images per full block).")
