@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import statistics
@@ -57,7 +58,9 @@ def child(args: argparse.Namespace) -> None:
     if args.child == "check":
         t0 = time.perf_counter()
         check = check_file(src)
-        out: dict[str, Any] = {"requests": check.requests, "check_s": time.perf_counter() - t0}
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        out: dict[str, Any] = {"requests": check.requests, "check_s": time.perf_counter() - t0,
+                               "check_cpu_s": usage.ru_utime + usage.ru_stime}
     else:
         from abserve.traffic.runner import LoadSpec, run_load
         from abserve.traffic.timing import read_timings
@@ -100,7 +103,8 @@ def main() -> None:
         return
     from tests.support.fake_upstream import FakeUpstream, Knobs
 
-    print("| lines | file MiB | check s | check peak RSS MiB | replay s | sent (failed) | "
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
+    print("| lines | file MiB | check s (CPU s) | check peak RSS MiB | replay s | sent (failed) | "
           "lateness p50 / p99 / max ms | Locust peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp, FakeUpstream(Knobs(n_tokens=16)) as up:
@@ -111,11 +115,13 @@ def main() -> None:
             replay = run_child("replay", trace, seconds=args.seconds, url=up.url,
                                out=Path(tmp) / f"out-{lines}")
             up.observed.bodies.clear()
-            print(f"| {lines:,} | {trace.stat().st_size / 2**20:.1f} | {check['check_s']:.1f} | "
+            print(f"| {lines:,} | {trace.stat().st_size / 2**20:.1f} | "
+                  f"{check['check_s']:.1f} ({check['check_cpu_s']:.1f}) | "
                   f"{check['rss_mib']:.0f} | {args.seconds:.0f} | {replay['sent']} "
                   f"({replay['failures']}) | {replay['late_p50_ms']:.2f} / "
                   f"{replay['late_p99_ms']:.2f} / {replay['late_max_ms']:.1f} | "
                   f"{replay['locust_rss_mib']:.0f} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
