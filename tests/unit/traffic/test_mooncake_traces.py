@@ -153,7 +153,7 @@ def test_seen_ids_stay_flat_for_ids_numbered_in_order_of_first_use() -> None:
 
 def test_blocks_are_exactly_block_size_tokens_of_the_tiny_model_and_a_given_tokenizer(
         tmp_path: Path) -> None:
-    from abserve.launch.tiny_model import TinyModelSpec, _train_tokenizer
+    from abserve.arms.tiny_model import TinyModelSpec, _train_tokenizer
 
     tok = _train_tokenizer(TinyModelSpec())
     tok.save_pretrained(tmp_path / "tok")
