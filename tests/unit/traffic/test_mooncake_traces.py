@@ -166,6 +166,24 @@ def test_blocks_are_exactly_block_size_tokens_of_the_tiny_model_and_a_given_toke
     assert len(set(words(given[0]))) > len(WORDS)  # the tokenizer's own words, more of them
 
 
+def test_through_the_tiny_models_chat_template_shared_blocks_are_shared_tokens(
+        tmp_path: Path) -> None:
+    import jinja2
+
+    from abserve.arms.tiny_model import CHAT_TEMPLATE, TinyModelSpec, _train_tokenizer
+
+    tok = _train_tokenizer(TinyModelSpec())
+    template = jinja2.Environment(autoescape=False).from_string(CHAT_TEMPLATE)
+    path = trace(tmp_path, [line(0, 1100, [0, 1, 2]), line(1, 1300, [0, 1, 3])])
+    prompts = [tok.encode(template.render(
+        messages=orjson.loads(i.entry.body)["messages"], bos_token="<s>",
+        add_generation_prompt=True), add_special_tokens=False) for i in sent(path)]
+    head, tail = (len(tok.encode(t, add_special_tokens=False)) for t in ("<s>USER: ", "\nASSISTANT:"))
+    assert [len(p) for p in prompts] == [head + 1100 + tail, head + 1300 + tail]
+    common = next(k for k, (x, y) in enumerate(zip(*prompts, strict=False)) if x != y)
+    assert common == head + 2 * 512  # the template's head, then exactly blocks 0 and 1
+
+
 def test_a_tokenizer_that_is_not_a_file_is_refused(tmp_path: Path) -> None:
     path = trace(tmp_path, [line(0, 10, [0])])
     with pytest.raises(RequestsFileError, match=r"not a readable tokenizer\.json"):
@@ -181,3 +199,22 @@ def test_the_report_states_the_block_size_of_a_trace(tmp_path: Path) -> None:
             "imported": check_file(src).summary()}
     assert file_statement(item) == (f"file-t from {path}: 1 requests, 1 images (a Mooncake trace: "
                                     "256-token hash blocks, 1 images per full block).")
+
+
+def test_a_config_refuses_a_trace_longer_than_the_servers_max_model_len(tmp_path: Path) -> None:
+    import yaml
+
+    from abserve.config import ConfigError, load_experiment
+
+    trace(tmp_path, [line(0, 10, [0]), line(20, 1500, [0, 1, 2])], "trace.jsonl")
+    item = {"kind": "file", "file": {"path": "trace.jsonl", "trace": {"block_size": 512}}}
+    config = {"name": "t", "arms": {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}},
+              "load": {"profiles": [item]}, "server": {"max_model_len": 1024}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"trace\.jsonl:2: 3 hash blocks of 512 tokens \(1536\)"):
+        load_experiment(tmp_path / "exp.yaml")
+    config["server"] = {"max_model_len": 2048}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    loaded = load_experiment(tmp_path / "exp.yaml")
+    assert loaded.file_source(loaded.load.profiles[0]).max_context == 2048
+    assert loaded.load.profiles[0].imported["tags"]["shared-prefix"] == ["no", "yes"]
