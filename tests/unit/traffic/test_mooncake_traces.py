@@ -217,4 +217,6 @@ def test_a_config_refuses_a_trace_longer_than_the_servers_max_model_len(tmp_path
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
     loaded = load_experiment(tmp_path / "exp.yaml")
     assert loaded.file_source(loaded.load.profiles[0]).max_context == 2048
-    assert loaded.load.profiles[0].imported["tags"]["shared-prefix"] == ["no", "yes"]
+    imported = loaded.load.profiles[0].imported
+    assert imported is not None
+    assert imported["tags"]["shared-prefix"] == ["no", "yes"]
