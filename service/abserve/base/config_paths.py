@@ -69,6 +69,10 @@ def _rebase_arm(arm: Any, folder: Path) -> Any:
 def _rebase_item(item: Any, folder: Path) -> Any:
     source = item.get("file") if isinstance(item, dict) else None
     if isinstance(source, dict) and isinstance(source.get("path"), str):  # a traffic file
+        trace = source.get("trace")  # a Mooncake trace's tokenizer, relative like the file
+        if isinstance(trace, dict) and isinstance(trace.get("tokenizer"), str):
+            source = {**source, "trace": {**trace,
+                                          "tokenizer": str(resolve_path(trace["tokenizer"], folder))}}
         return {**item, "file": {**source, "path": str(resolve_path(source["path"], folder))}}
     if not isinstance(item, dict) or not isinstance(item.get("profile"), str) or is_name(item["profile"]):
         return item

@@ -207,13 +207,20 @@ def test_a_config_refuses_a_trace_longer_than_the_servers_max_model_len(tmp_path
     from abserve.config import ConfigError, load_experiment
 
     trace(tmp_path, [line(0, 10, [0]), line(20, 1500, [0, 1, 2])], "trace.jsonl")
-    item = {"kind": "file", "file": {"path": "trace.jsonl", "trace": {"block_size": 512}}}
+    item: dict[str, Any] = {"kind": "file", "file": {"path": "trace.jsonl", "trace": {"block_size": 512}}}
     config = {"name": "t", "arms": {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}},
               "load": {"profiles": [item]}, "server": {"max_model_len": 1024}}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match=r"trace\.jsonl:2: 3 hash blocks of 512 tokens \(1536\)"):
         load_experiment(tmp_path / "exp.yaml")
     config["server"] = {"max_model_len": 2048}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "tok").mkdir()
+    item["file"]["trace"]["tokenizer"] = "tok"  # relative to the config, like the file
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=r"trace\.tokenizer: \S+/tok/tokenizer\.json is not"):
+        load_experiment(tmp_path / "exp.yaml")
+    del item["file"]["trace"]["tokenizer"]
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
     loaded = load_experiment(tmp_path / "exp.yaml")
     assert loaded.file_source(loaded.load.profiles[0]).max_context == 2048
