@@ -136,6 +136,9 @@ def _checked_source(path: Path, **options: object) -> tuple[FileSource, int]:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from exc
     typer.echo(check.describe())
+    if source.max_context is None and source.format == "mooncake":
+        typer.echo("note: the model's context is not known here, so trace lines were not checked "
+                   "against it (give --max-context)")
     return source.model_copy(update={"checked": check.requests}), check.requests
 
 
