@@ -32,6 +32,9 @@ class Imported:
     tags: dict[str, str] = field(default_factory=dict)
     fmt: str = "openai"
     image_refs: int = 0  # image paths a bench format named (inlined later)
+    # whether the prompt begins with content an earlier request sent: a reader that knows
+    # (a trace's shared blocks) sets it; ``prepare`` tags the request ``shared-prefix``
+    shared_prefix: bool | None = None
 
 
 def arrival_of(meta: dict[str, Any]) -> float | None:

@@ -138,8 +138,7 @@ class TraceWalk:
         body = {"messages": [{"role": "user", "content": _content(ids, last, src)}],
                 "max_tokens": n_out, "temperature": 0.0, "ignore_eos": True, "stream": True,
                 "stream_options": {"include_usage": True}}
-        return Imported(line, "chat/completions", body, arrival,
-                        {"shared-prefix": "yes" if shared else "no"}, FORMAT)
+        return Imported(line, "chat/completions", body, arrival, {}, FORMAT, shared_prefix=shared)
 
     def _arrival(self, value: dict[str, Any], src: TraceSource) -> float | None:
         stamp = value.get("timestamp")

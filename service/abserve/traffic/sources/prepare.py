@@ -8,7 +8,8 @@ allowed) are read and inlined as data URLs; ``http(s)`` URLs are only checked, n
 A request that asks for sampling is sent as it is when the router allows seeded sampling,
 made greedy (temperature 0, tagged ``sampling=forced-greedy``) when the source opts in, else
 refused with ``SamplingRefused``. The result is a ``CorpusEntry`` with the tags every
-generated request carries (profile, items, token-estimate, corpus-index) and ``source-line``.
+generated request carries (profile, items, token-estimate, corpus-index) and ``source-line``,
+and ``shared-prefix`` where the reader knows whether the prompt's start was sent before.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from abserve.traffic.corpus import CorpusEntry, check_tags
 from abserve.traffic.sources.imported import ENDPOINT_PATHS, Imported, LineError
 from abserve.traffic.sources.spec import FileSource
 
+SHARED_PREFIX_TAG = "shared-prefix"  # yes / no: the report's breakdown by shared prefix
 TOKENS_PER_IMAGE_ESTIMATE = 4  # the token-estimate tag's guess (the profiles' default)
 _MIMES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp",
           "BMP": "image/bmp"}
@@ -73,6 +75,8 @@ def prepare(imp: Imported, src: FileSource, base: Path, ordinal: int) -> CorpusE
     tags = {**own, "profile": src.label, "items": str(len(images)),
             "token-estimate": str(estimate), "corpus-index": str(ordinal),
             "source-line": str(imp.line), **({"sampling": sampling} if sampling else {})}
+    if imp.shared_prefix is not None:
+        tags[SHARED_PREFIX_TAG] = "yes" if imp.shared_prefix else "no"
     headers = {f"{TAG_HEADER_PREFIX}{k}": v for k, v in tags.items()}
     return CorpusEntry(ordinal, raw, headers, len(images), sum(map(len, images)),
                        tuple(hashlib.sha256(b).hexdigest() for b in images), estimate,
