@@ -23,6 +23,7 @@ from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.calibrate import Span, Tokenizer, find_image_token, place_spans
 from abserve.traffic.images import EncodedImage, make_image
 from abserve.traffic.profiles import TrafficProfile
+from abserve.traffic.turns import SESSION_TAGS, Turn
 
 CHAT_PATH = "/v1/chat/completions"
 API_KEY_ENV = "ABSERVE_API_KEY"  # bearer key of the router (or server) under load; never logged
@@ -54,6 +55,7 @@ class CorpusEntry:
     token_estimate: int
     spans: tuple[Span, ...] = field(default=())
     path: str = CHAT_PATH  # the endpoint (an imported completions request: /v1/completions)
+    turn: Turn | None = None  # its place in a session (``abserve.traffic.turns``)
 
     def headers(self, run_id: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """HTTP headers for sending this entry in run ``run_id``, plus ``extra`` run tags
@@ -64,7 +66,7 @@ class CorpusEntry:
 
 
 RESERVED_TAGS = frozenset({"run-id", "request-id", "profile", "items", "token-estimate",
-                           "corpus-index", "seed", "source-line", "sampling"})
+                           "corpus-index", "seed", "source-line", "sampling", *SESSION_TAGS})
 _TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9 .,:+_/=-]{0,200}$")
 
