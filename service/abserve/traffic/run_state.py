@@ -28,8 +28,9 @@ from abserve.traffic.profiles import load_profile, parse_overrides
 from abserve.traffic.sender import CONNECT_RETRY_S, auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.sources import FileSource, StreamedEntries, check_file
-from abserve.traffic.sources.replay import SessionStream, Unit
+from abserve.traffic.sources.replay import SessionStream, Unit, UnitList
 from abserve.traffic.timing import TimingRecord, TimingWriter
+from abserve.traffic.turns import follows
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,8 @@ class SessionRunState(RunState):
         self.units, self.open_loop, self.time_scale = units, open_loop, time_scale
 
     def _next_job(self, elapsed: float) -> Job | None:
+        if self.options.duration and elapsed >= self.options.duration:
+            return None
         unit = self.units.next_unit()
         if unit is None:
             return None
@@ -259,24 +262,6 @@ class SessionRunState(RunState):
         if self._origin is None:
             raise RuntimeError("an open-loop replay has no origin: take() sets it first")
         return Job(first, Arrival(unit.offset, 0.0), self._origin + unit.offset, later)
-
-
-class UnitList:
-    """A generated profile's units (its sessions), handed out in order."""
-
-    def __init__(self, units: list[Unit]) -> None:
-        self._units, self._next, self._lock = units, 0, threading.Lock()
-        self._size = sum(len(unit.entries) for unit in units)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def next_unit(self) -> Unit | None:
-        with self._lock:
-            if self._next >= len(self._units):
-                return None
-            self._next += 1
-            return self._units[self._next - 1]
 
 
 class _Sized(Sequence[CorpusEntry]):
@@ -334,13 +319,37 @@ def build_state(options: RunOptions) -> RunState:
             tokenizer = HttpTokenizer(url, model)
         entries = build_corpus(profile, seed, n, model, shard=options.shard,
                                shards=options.shards, tokenizer=tokenizer)
+    named = RunOptions(**{**options.__dict__, "profile_name": profile.name})
+    if any(entry.turn is not None for entry in entries):
+        return _session_state(named, entries, seed)
     plan = plan_arrivals(options.shape, options.rate,
                          count=options.requests or None, duration=options.duration or None,
                          seed=seed, steps=options.steps, sweep_rates=options.sweep_rates or None)
     if plan is not None:
         plan = shard_arrivals(plan, options.shard, options.shards)
-    named = RunOptions(**{**options.__dict__, "profile_name": profile.name})
     return RunState(named, entries, plan)
+
+
+def _session_state(options: RunOptions, entries: Sequence[CorpusEntry], seed: int) -> RunState:
+    """A generated (or written) corpus of sessions: its units, each starting at its arrival of
+    an open-loop shape's plan (one arrival per session; sessions on worker ``s % shards``
+    take the plan's arrivals ``s``) or back to back."""
+    groups: list[list[CorpusEntry]] = []
+    for entry in entries:
+        if groups and follows(groups[-1][-1].turn, entry.turn):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    plan = plan_arrivals(options.shape, options.rate, count=len(groups) * options.shards,
+                         seed=seed, steps=options.steps, sweep_rates=options.sweep_rates or None)
+    if plan is not None:
+        plan = shard_arrivals(plan, options.shard, options.shards)
+    offsets = [a.offset for a in plan] if plan is not None else [0.0] * len(groups)
+    units = [Unit(tuple(group), at) for group, at in zip(groups, offsets, strict=False)]
+    # a run bounded by its duration sends its sessions over and over (closed loop only: an
+    # open-loop plan has one arrival per session)
+    cycle = bool(options.duration) and plan is None
+    return SessionRunState(options, UnitList(units, cycle), plan is not None)
 
 
 def discover_model(host: str, connect_retry_s: float = CONNECT_RETRY_S) -> str:

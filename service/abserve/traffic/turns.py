@@ -55,3 +55,9 @@ def prefix_key(first: object) -> bytes:
     """A short digest of a prompt's leading content (its first message, as sorted JSON)."""
     text = orjson.dumps(first, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.blake2b(text, digest_size=12).digest()
+
+
+def follows(before: Turn | None, turn: Turn | None) -> bool:
+    """Whether ``turn`` is the turn right after ``before`` in the same session."""
+    return (before is not None and turn is not None and before.session == turn.session
+            and turn.turn == before.turn + 1)

@@ -28,6 +28,7 @@ from typing import overload
 from abserve.traffic.corpus import CorpusEntry
 from abserve.traffic.sources.reader import Accepted, accepted
 from abserve.traffic.sources.spec import FileSource, RequestsFileError
+from abserve.traffic.turns import follows
 
 
 class _Clock:
@@ -100,9 +101,7 @@ def _units(items: Iterator[Accepted]) -> Iterator[list[Accepted]]:
 
 def _follows(before: CorpusEntry, entry: CorpusEntry) -> bool:
     """Whether ``entry`` is the turn right after ``before`` in the same session."""
-    a, b = before.turn, entry.turn
-    return (a is not None and b is not None and a.session == b.session
-            and b.turn == a.turn + 1 and entry.index == before.index + 1)
+    return follows(before.turn, entry.turn) and entry.index == before.index + 1
 
 
 def _cycle(src: FileSource, total: int, start: int) -> Iterator[Accepted]:
@@ -185,3 +184,22 @@ class SessionStream:
         """The next unit, or None when this worker's part of the window is sent."""
         with self._lock:
             return next(self._units, None)
+
+
+class UnitList:
+    """A generated profile's units (its sessions), handed out in order (over and over, with
+    ``cycle``: a run bounded by its duration)."""
+
+    def __init__(self, units: list[Unit], cycle: bool = False) -> None:
+        self._units, self._next, self._lock, self.cycle = units, 0, threading.Lock(), cycle
+        self._size = sum(len(unit.entries) for unit in units)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def next_unit(self) -> Unit | None:
+        with self._lock:
+            if self._next >= len(self._units) and not (self.cycle and self._units):
+                return None
+            self._next += 1
+            return self._units[(self._next - 1) % len(self._units)]
