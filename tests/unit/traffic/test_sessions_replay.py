@@ -10,8 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 from tests.support import traffic_files as tf
 
+from abserve.config import ConfigError, load_experiment
 from abserve.traffic.corpus import build_corpus, build_entry
 from abserve.traffic.profiles import ProfileError, load_profile
 from abserve.traffic.run_state import RunOptions, SessionRunState, build_state
@@ -116,3 +118,18 @@ def test_a_session_profile_refuses_what_it_cannot_build() -> None:
         load_profile("conversations", {"text.words": [0, 4]})
     with pytest.raises(ProfileError, match="turns"):
         load_profile("conversations", {"session.turns": 0})
+
+
+def test_a_config_counts_a_files_sessions_and_refuses_a_router_that_answers_with_the_primary(
+        tmp_path: Path) -> None:
+    tf.write_jsonl(tmp_path / "chats.jsonl", tf.session_rows(sessions=2, turns=2))
+    config = {"name": "t", "arms": {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}},
+              "load": {"profiles": [{"kind": "file", "file": {"path": "chats.jsonl"}}]}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    item = load_experiment(tmp_path / "exp.yaml").load.profiles[0]
+    assert item.imported is not None
+    assert (item.requests, item.imported["sessions"]) == (4, 2)
+    config["router"] = {"client_waits_for": "primary", "acknowledge": "before_store"}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="client_waits_for: primary does not wait for"):
+        load_experiment(tmp_path / "exp.yaml")
