@@ -171,18 +171,20 @@ class ArmClient:
         finally:
             self._release(conn)
 
-    async def post(self, path: str, payload: bytes, timeout_s: float | None = None) -> Answer:
-        """POST ``payload`` (JSON bytes) and read the whole answer."""
-        return await self._whole("POST", path, payload, timeout_s)
+    async def post(self, path: str, payload: bytes, timeout_s: float | None = None,
+                   headers: bytes = b"") -> Answer:
+        """POST ``payload`` (JSON bytes; ``headers``: as for ``open``) and read the whole answer."""
+        return await self._whole("POST", path, payload, timeout_s, headers)
 
     async def get(self, path: str, timeout_s: float | None = None) -> Answer:
         """GET ``path`` and read the whole answer."""
         return await self._whole("GET", path, None, timeout_s)
 
     async def _whole(self, method: str, path: str, payload: bytes | None,
-                     timeout_s: float | None) -> Answer:
+                     timeout_s: float | None, headers: bytes = b"") -> Answer:
         try:
-            async with asyncio.timeout(timeout_s), self.open(method, path, payload) as response:
+            async with asyncio.timeout(timeout_s), self.open(method, path, payload,
+                                                             headers) as response:
                 content = await response.read()
                 ctype = response.headers.get("content-type", "application/json")
                 return Answer(response.status, content, ctype)
