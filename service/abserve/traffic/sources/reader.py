@@ -132,7 +132,7 @@ def kept(src: FileSource, line: int) -> bool:
 def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
     """Every kept request of the file, prepared, or the problem with it; in file order."""
     array = is_array_file(src.path) if src.path.is_file() else False
-    walk = _Walk(src, array)
+    walk = _Walk(src)
     for raw in iter_items(src.path):
         if raw.error is not None:
             if kept(src, raw.line):
@@ -155,7 +155,7 @@ def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
 class _Walk:
     """One pass over a file's requests: sessions tracked, requests numbered as accepted."""
 
-    def __init__(self, src: FileSource, array: bool) -> None:
+    def __init__(self, src: FileSource) -> None:
         self.src, self.base = src, src.path.parent
         self.tracker = SessionTracker()
         self.ordinal = 0
