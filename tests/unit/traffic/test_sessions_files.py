@@ -15,6 +15,8 @@ from tests.support import traffic_files as tf
 from abserve.traffic.corpus import build_corpus, write_jsonl
 from abserve.traffic.profiles import load_profile
 from abserve.traffic.sources import Accepted, FileSource, RequestsFileError, accepted, check_file
+from abserve.traffic.sources.imported import Imported
+from abserve.traffic.sources.prepare import prepare
 
 TAGS = ("x-abserve-session", "x-abserve-turn", "x-abserve-shared-prefix", "x-session-id")
 
@@ -146,3 +148,22 @@ def test_a_written_session_corpus_is_read_back_as_the_same_sessions(tmp_path: Pa
     assert [session_tags(i) for i in items] == [
         tuple(e.tags[name] for name in TAGS) for e in entries]
     assert check_file(source(tmp_path / "c.jsonl")).sessions == 2
+
+
+def test_a_sharegpt_conversation_out_of_order_is_refused(tmp_path: Path) -> None:
+    rows = [{"id": "x", "conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"},
+                                          {"from": "gpt", "value": "c"}, {"from": "human", "value": "d"}]}]
+    path = tf.write_jsonl(tmp_path / "c.jsonl", rows)
+    with pytest.raises(RequestsFileError, match=r"c\.jsonl:1: conversation turns out of order: "
+                                                r"conversations\[2\] is from 'gpt'"):
+        check_file(source(path, format="bench-sharegpt"))
+    assert check_file(source(path, format="bench-sharegpt", sessions=False)).requests == 1
+
+
+def test_a_reader_that_knows_a_shared_prefix_tags_it(tmp_path: Path) -> None:
+    body = tf.chat_body(0, [])
+    entry = prepare(Imported(1, "chat/completions", body, shared_prefix=True), source(tmp_path / "t"),
+                    tmp_path, 0)
+    assert entry.tags["x-abserve-shared-prefix"] == "yes"
+    assert "x-abserve-session" not in entry.tags
+    assert entry.turn is None

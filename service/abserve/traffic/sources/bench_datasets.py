@@ -112,7 +112,8 @@ def _dialogue(turns: list[Any]) -> tuple[str | None, list[tuple[dict[str, Any], 
             humans[-1] = (humans[-1][0], text)
         else:
             raise LineError(f"conversation turns out of order: conversations[{k}] is from "
-                            f"{role[:20]!r} (a human turn and its reply alternate)")
+                            f"{role[:20]!r} (a human turn and its reply alternate; "
+                            "sessions: false sends first turns only)")
     if not humans:
         raise LineError("'conversations' has no human turn")
     return system, humans
