@@ -14,7 +14,7 @@ import yaml
 from tests.support import traffic_files as tf
 
 from abserve.config import ConfigError, load_experiment
-from abserve.traffic.corpus import build_corpus, build_entry
+from abserve.traffic.corpus import build_corpus, build_entry, write_jsonl
 from abserve.traffic.profiles import ProfileError, load_profile
 from abserve.traffic.run_state import RunOptions, SessionRunState, build_state
 from abserve.traffic.sources import FileSource, check_file
@@ -133,3 +133,19 @@ def test_a_config_counts_a_files_sessions_and_refuses_a_router_that_answers_with
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match="client_waits_for: primary does not wait for"):
         load_experiment(tmp_path / "exp.yaml")
+
+
+def test_a_written_session_corpus_replayed_with_corpus_gives_each_worker_whole_sessions(
+        tmp_path: Path) -> None:
+    profile = load_profile("conversations", {"session.turns": 2})
+    write_jsonl(build_corpus(profile, 3, 6, "m"), tmp_path / "c.jsonl")
+    got = []
+    for shard in (0, 1):
+        opts = options(tmp_path, 6, corpus_path=tmp_path / "c.jsonl", shard=shard, shards=2,
+                       node=f"w{shard}")
+        state = build_state(opts)
+        assert isinstance(state, SessionRunState)
+        while (job := state.take()) is not None:
+            got.append((shard, [e.index for e in (job.entry, *job.later)]))
+        state.close()
+    assert got == [(0, [0, 1]), (0, [4, 5]), (1, [2, 3])]
