@@ -264,6 +264,10 @@ class ExperimentConfig(BaseModel):
         for item in self.load.profiles:
             if item.kind == "file":
                 check = check_file(self.file_source(item))
+                if check.sessions and self.router.get("client_waits_for") == "primary":
+                    raise ValueError(f"{item.file.path if item.file else item.profile}: its "
+                                     "sessions send turn k once turn k-1 has ended on every "
+                                     "arm, which client_waits_for: primary does not wait for")
                 item.requests = item.requests or check.requests
                 item.imported = check.summary()
         return self
@@ -277,8 +281,10 @@ class ExperimentConfig(BaseModel):
         limits = {key: router[key] for key in ("max_body_bytes", "max_images", "seeded_sampling")
                   if key in router}
         checked = (item.imported or {}).get("requests")
+        sessions = (item.imported or {}).get("sessions", 0)
         return FileSource(**item.file.model_dump(), model=self.model.served_name, label=item.profile,
                           allowed_media_hosts=tuple(self.media_hosts()), skip=skip, checked=checked,
+                          checked_sessions=sessions,
                           max_context=self.server.max_model_len,
                           **{"max_images": self.server.max_images, **limits})
 

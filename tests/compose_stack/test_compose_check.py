@@ -112,7 +112,7 @@ def ours_running() -> bool:
 # The rotation and concurrency steps (rotation-concurrency: two more bring-ups, ~200 s) are
 # `make compose-check`'s, which runs every step separately, not `make test`'s: the compose lane
 # must stay within the light lane beside it (benchmarks/ci_time.md). The rotation's combine is
-# unit-tested (tests/unit/launch/test_combine.py), the router's pacing under concurrency by
+# unit-tested (tests/unit/runs/test_combine.py), the router's pacing under concurrency by
 # tests/integration.
 @pytest.mark.parametrize("steps", [["decide-postgres", "text-only"],
                                    ["arm-killed", "orchestrator-stopped"]],

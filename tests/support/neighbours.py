@@ -87,7 +87,7 @@ def busy_servers(servers: Sequence[VllmServer], cpu: int, model: str,
     the moment ``begin()`` holds (e.g. ``router_up``: the judged run's own start-up is not what
     is measured); yields their PIDs and answered requests. On exit the clients stop and each
     server goes back onto its own CPUs (every CPU for a server that has none)."""
-    from abserve.arms.server import pin_tree
+    from abserve.arms.pinning import pin_tree
 
     stop = threading.Event()
     busy = Busy([s.process.pid for s in servers if s.process is not None])

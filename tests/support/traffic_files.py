@@ -95,3 +95,35 @@ def corpus_file(folder: Path, n: int = 4) -> Path:
     path = folder / "corpus.jsonl"
     write_corpus(build_corpus(profile, 3, n, "tiny-llava"), path)
     return path
+
+
+def session_rows(sessions: int = 2, turns: int = 3, think_s: float = 0.0) -> list[dict[str, Any]]:
+    """OpenAI request lines of ``sessions`` sessions (``session_id``, ``turn``, ``think_s``),
+    each turn's body with the recorded history, sessions one after another."""
+    rows: list[dict[str, Any]] = []
+    for s in range(sessions):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": f"be brief {s}"}]
+        for t in range(1, turns + 1):
+            messages = [*messages, {"role": "user", "content": text(10 * s + t)}]
+            rows.append({**chat_body(0, []), "messages": messages, "session_id": f"chat-{s}",
+                         "turn": t, **({"think_s": think_s} if t > 1 else {})})
+            messages = [*messages, {"role": "assistant", "content": text(t, 4)}]
+    return rows
+
+
+def sharegpt_sessions_file(folder: Path) -> Path:
+    """A ShareGPT array: a conversation of three human turns (a system turn, two images, one
+    placed by a mark in the second turn) and one of a single turn."""
+    write_images(folder)
+    rows = [{"id": "conv-a", "think_s": 0.5, "image": ["images/img0.png", "images/img1.jpg"],
+             "conversations": [{"from": "system", "value": "you describe images"},
+                               {"from": "human", "value": text(1)},
+                               {"from": "gpt", "value": "reply one"},
+                               {"from": "human", "value": "and this <image> one?"},
+                               {"from": "gpt", "value": "reply two"},
+                               {"from": "human", "value": text(3), "think_s": 2}]},
+            {"id": "single", "conversations": [{"from": "human", "value": text(4)},
+                                               {"from": "gpt", "value": "only"}]}]
+    path = folder / "chats.json"
+    path.write_text(json.dumps(rows, indent=2))
+    return path

@@ -3,7 +3,7 @@
 verbatim as the reference the stored bytes must not drift from: the packer of
 ``abserve.model.token_pack`` (lists, no numpy) and the router's record path (logprobs as lists,
 ``abserve.store.rows.routed_row``) are tested against it byte for byte
-(``tests/unit/test_token_columns.py``, ``tests/unit/router/test_router_record_row.py``).
+(``tests/unit/model/test_token_columns.py``, ``tests/unit/router/test_router_record_row.py``).
 Not used by abserve.
 """
 

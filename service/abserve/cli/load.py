@@ -63,6 +63,9 @@ def load(
     allow_sampling: Annotated[bool, typer.Option(
         help="the router allows seeded sampling: send sampling requests as they are")] = False,
     skip_invalid: Annotated[bool, typer.Option(help="count and list bad lines, send the rest")] = False,
+    sessions: Annotated[bool, typer.Option(
+        help="replay conversations as sessions (turn k after turn k-1 ended, plus think_s); "
+             "--no-sessions: one request per line (ShareGPT: first turn)")] = True,
     media_host: Annotated[list[str] | None, typer.Option(
         help="an http(s) image host the router and the arms both allow (repeatable)")] = None,
     max_body_bytes: Annotated[int | None, typer.Option(help="the router's body limit")] = None,
@@ -89,7 +92,7 @@ def load(
                                      "(--replay, --time-scale); --shape and --rate do not apply")
         source, count = _checked_source(
             requests_file, format=file_format, replay=replay, time_scale=time_scale, sample=sample,
-            seed=seed or 0, greedy=greedy, skip_invalid=skip_invalid, model=model,
+            seed=seed or 0, greedy=greedy, skip_invalid=skip_invalid, model=model, sessions=sessions,
             seeded_sampling="allow" if allow_sampling else "refuse",
             allowed_media_hosts=tuple(h.lower() for h in media_host or ()),
             **({"max_body_bytes": max_body_bytes} if max_body_bytes else {}),
@@ -139,7 +142,8 @@ def _checked_source(path: Path, **options: object) -> tuple[FileSource, int]:
     if source.max_context is None and source.format == "mooncake":
         typer.echo("note: the model's context is not known here, so trace lines were not checked "
                    "against it (give --max-context)")
-    return source.model_copy(update={"checked": check.requests}), check.requests
+    checked = {"checked": check.requests, "checked_sessions": check.sessions}
+    return source.model_copy(update=checked), check.requests
 
 
 def corpus(

@@ -219,3 +219,6 @@ ROUTER_RESTARTS_KEY = "router_restarts"
 TAG_HEADER_PREFIX = "x-abserve-"
 RUN_ID_HEADER = "x-abserve-run-id"
 REQUEST_ID_HEADER = "x-abserve-request-id"
+# The session-affinity header the load sends with every turn of a session (its session id);
+# the router forwards it (and its ``session_headers``) unchanged to every arm.
+SESSION_ID_HEADER = "x-session-id"

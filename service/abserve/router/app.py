@@ -37,6 +37,7 @@ from starlette.types import Receive, Scope, Send
 from abserve.base.parent_watch import watch_parent
 from abserve.model.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
 from abserve.router.admission import SharedCounts
+from abserve.router.affinity import affinity_headers, header_bytes
 from abserve.router.augment import augment, check_sampling
 from abserve.router.body_pace import paced
 from abserve.router.errors import RouterError, error_response
@@ -51,7 +52,7 @@ from abserve.router.upstream import ArmClient, UpstreamError
 from abserve.router.validation import Endpoint, check_request, read_capped
 
 log = logging.getLogger("abserve.router")
-MAX_TAGS, MAX_TAG_LEN = 16, 256
+MAX_TAGS, MAX_TAG_LEN = 24, 256  # a session's turn carries ~13 (run, block, file, session)
 # The client's own request id (``X-Request-ID``, as vLLM's benchmark client and most
 # gateways send it) is recorded in the tags beside the router's id, so exchanges can be
 # matched to the client's logs, and echoed back. Only a printable ASCII id of at most
@@ -300,13 +301,13 @@ async def _read_body(request: Request, s: RouterSettings) -> bytes:
         raise RouterError(408, f"request body not received within {s.body_timeout_s:g} s") from None
 
 
-def _tags(request: Request) -> dict[str, str]:
+def _tags(request: Request, session_headers: list[str]) -> dict[str, str]:
     tags = {}
     for key, value in request.headers.items():
         if key.startswith(TAG_HEADER_PREFIX) and key != REQUEST_ID_HEADER:
             name = key[len(TAG_HEADER_PREFIX):]
-            if name in (CLIENT_ID_TAG, CLIENT_ID_REFUSED_TAG):
-                continue  # the router's to set, from X-Request-ID
+            if name in (CLIENT_ID_TAG, CLIENT_ID_REFUSED_TAG) or name in session_headers:
+                continue  # the router's to set, from X-Request-ID and the session headers
             tags[name] = value[:MAX_TAG_LEN]
             if len(tags) >= MAX_TAGS:
                 break
@@ -370,16 +371,18 @@ async def fan_out(request: Request, endpoint: Endpoint) -> Response:
     payload = arm_payload(raw, checked.body, sent)
     request_id = uuid.uuid4().hex
     relay = Relay(additions)
+    affinity = affinity_headers(request.headers, s.session_headers)
+    lines = header_bytes(affinity)
     t0, started_at = time.perf_counter(), time.time()
     calls = {name: ArmCall(name, state.clients[name], arm.deadlines, f"/v1/{endpoint}", payload,
-                           checked.stream, t0, relay if name == s.primary else None)
+                           checked.stream, t0, relay if name == s.primary else None, lines)
              for name, arm in s.arms.items()}
     fan = FanOut(calls)
     state.recorder.admitted += 1
     state.publish()
     state.metrics.in_flight.set(state.recorder.admitted)
     fan.start()
-    tags, headers = _tags(request), {REQUEST_ID_HEADER: request_id}
+    tags, headers = _tags(request, s.session_headers) | affinity, {REQUEST_ID_HEADER: request_id}
     client_id, refused = client_request_id(request.headers.get(CLIENT_ID_HEADER))
     if client_id is not None:
         tags[CLIENT_ID_TAG] = headers[CLIENT_ID_HEADER] = client_id

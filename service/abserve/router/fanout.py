@@ -105,9 +105,11 @@ class ArmCall:
     """One arm's side of an exchange; ``outcome`` is complete once ``run`` returns."""
 
     def __init__(self, name: str, client: ArmClient, deadlines: Deadlines, path: str,
-                 payload: Body, stream: bool, t0: float, relay: Relay | None = None) -> None:
+                 payload: Body, stream: bool, t0: float, relay: Relay | None = None,
+                 headers: bytes = b"") -> None:
         self.client, self.deadlines, self.path = client, deadlines, path
         self.payload, self.stream, self.t0, self.relay = payload, stream, t0, relay
+        self.headers = headers  # the client's session headers, as lines (router/affinity.py)
         self.outcome = ArmOutcome(arm=name)  # all but its output logprobs: ``logprobs``
         self.logprobs = PositionLists()
         self.transcript = Transcript()
@@ -169,7 +171,8 @@ class ArmCall:
         async with asyncio.timeout(None) as phase:
             self._deadline = phase  # not streamed: the whole answer is its first token
             phase.reschedule(loop.time() + self.deadlines.first_token_s)
-            async with self.client.open("POST", self.path, self.payload) as response:
+            async with self.client.open("POST", self.path, self.payload,
+                                        self.headers) as response:
                 await self._read(response)
 
     async def _read(self, response: Response) -> None:

@@ -90,7 +90,7 @@ async def _ask(call: ArmCall, payload: bytes, endpoint: Endpoint,
                k: int) -> list[PositionLogprobs] | None:
     try:
         async with asyncio.timeout(call.deadlines.total_s):
-            response = await call.client.post(call.path, payload)
+            response = await call.client.post(call.path, payload, headers=call.headers)
         if response.status_code != 200:
             log.warning("prompt-logprob probe: arm %s answered HTTP %d",
                         call.outcome.arm, response.status_code)

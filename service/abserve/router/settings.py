@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from abserve.model.provenance import RunProvenance
 from abserve.model.roles import Role, baselines, resolve_roles
+from abserve.router.affinity import checked_header_names
 
 ROUTER_KEY_ENV = "ABSERVE_ROUTER_API_KEY"
 SHARED_KEY_ENV = "ABSERVE_API_KEY"  # abserve.traffic.corpus.API_KEY_ENV: what clients send
@@ -128,6 +129,12 @@ class RouterSettings(BaseSettings):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_images: int = Field(default=64, ge=0)
     allowed_media_hosts: list[str] = Field(default_factory=list)
+    # Session-affinity headers (the load's x-session-id; production-stack's router keys its
+    # session routing on a header such as x-user-id, Dynamo's on x-dynamo-session-id): a
+    # client's value is forwarded unchanged to every arm and recorded in the exchange's tags
+    # under the header's name (router/affinity.py).
+    session_headers: list[str] = Field(
+        default_factory=lambda: ["x-session-id", "x-user-id", "x-dynamo-session-id"], max_length=8)
     max_concurrency: int = Field(default=256, ge=1)  # clients waiting for or reading an answer
     # Exchanges whose client has its whole answer while another arm still runs (a slow or
     # hung shadow, bounded by its own deadlines): past this many, new requests are refused,
@@ -186,6 +193,11 @@ class RouterSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Environment first, so a deployment can override a YAML file (and hold the key)."""
         return env_settings, init_settings, file_secret_settings
+
+    @field_validator("session_headers")
+    @classmethod
+    def _header_names(cls, names: list[str]) -> list[str]:
+        return checked_header_names(names)
 
     @field_validator("allowed_media_hosts")
     @classmethod

@@ -105,11 +105,11 @@ class ArmClient:
             conn.close()
         self._idle.clear()
 
-    def _head(self, method: str, path: str, body: Body | None) -> bytes:
+    def _head(self, method: str, path: str, body: Body | None, extra: bytes = b"") -> bytes:
         length = (b"content-type: application/json\r\ncontent-length: %d\r\n"
                   % sum(map(len, body)) if body is not None else b"")
-        return b"%s %s HTTP/1.1\r\n%s%s\r\n" % (method.encode(), (self._prefix + path).encode(),
-                                                self._fixed, length)
+        return b"%s %s HTTP/1.1\r\n%s%s%s\r\n" % (method.encode(), (self._prefix + path).encode(),
+                                                  self._fixed, extra, length)
 
     async def _acquire(self) -> Connection:
         """A connection for one request: a fresh idle one, else a new one; waiting for a
@@ -156,32 +156,35 @@ class ArmClient:
             conn.close()
 
     @asynccontextmanager
-    async def open(self, method: str, path: str, payload: bytes | Body | None = None
-                   ) -> AsyncIterator[Response]:
+    async def open(self, method: str, path: str, payload: bytes | Body | None = None,
+                   headers: bytes = b"") -> AsyncIterator[Response]:
         """Send a request (``payload``: JSON bytes, whole or in pieces written one after
-        another) and yield the response with its body unread; a connection whose answer
-        was not read to its end is closed."""
+        another; ``headers``: header lines added to the head, ``affinity.header_bytes``) and
+        yield the response with its body unread; a connection whose answer was not read to
+        its end is closed."""
         body = (payload,) if isinstance(payload, bytes) else payload
         conn = await self._acquire()
         try:
-            conn.send(self._head(method, path, body), body or ())
+            conn.send(self._head(method, path, body, headers), body or ())
             await conn.wait_head()
             yield Response(conn)
         finally:
             self._release(conn)
 
-    async def post(self, path: str, payload: bytes, timeout_s: float | None = None) -> Answer:
-        """POST ``payload`` (JSON bytes) and read the whole answer."""
-        return await self._whole("POST", path, payload, timeout_s)
+    async def post(self, path: str, payload: bytes, timeout_s: float | None = None,
+                   headers: bytes = b"") -> Answer:
+        """POST ``payload`` (JSON bytes; ``headers``: as for ``open``) and read the whole answer."""
+        return await self._whole("POST", path, payload, timeout_s, headers)
 
     async def get(self, path: str, timeout_s: float | None = None) -> Answer:
         """GET ``path`` and read the whole answer."""
         return await self._whole("GET", path, None, timeout_s)
 
     async def _whole(self, method: str, path: str, payload: bytes | None,
-                     timeout_s: float | None) -> Answer:
+                     timeout_s: float | None, headers: bytes = b"") -> Answer:
         try:
-            async with asyncio.timeout(timeout_s), self.open(method, path, payload) as response:
+            async with asyncio.timeout(timeout_s), self.open(method, path, payload,
+                                                             headers) as response:
                 content = await response.read()
                 ctype = response.headers.get("content-type", "application/json")
                 return Answer(response.status, content, ctype)

@@ -4,6 +4,8 @@ Entry ``i`` of a corpus is a pure function of (profile, seed, i, model) — and,
 ``chunk-boundary``, of the server's tokenization — so any worker can build exactly its own
 shard (indices ``i % shards == shard``) and the union of all shards is the corpus built by one
 process. Bodies are serialized once, here, before any clock starts; sending is copying bytes.
+A profile with a ``session`` section builds conversations (``build_turn``): a worker builds
+whole sessions (session ``s`` on worker ``s % shards``), each turn with its whole history.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.calibrate import Span, Tokenizer, find_image_token, place_spans
 from abserve.traffic.images import EncodedImage, make_image
 from abserve.traffic.profiles import TrafficProfile
+from abserve.traffic.turns import SESSION_TAGS, SHARED_TAG, Turn
 
 CHAT_PATH = "/v1/chat/completions"
 API_KEY_ENV = "ABSERVE_API_KEY"  # bearer key of the router (or server) under load; never logged
@@ -54,6 +57,7 @@ class CorpusEntry:
     token_estimate: int
     spans: tuple[Span, ...] = field(default=())
     path: str = CHAT_PATH  # the endpoint (an imported completions request: /v1/completions)
+    turn: Turn | None = None  # its place in a session (``abserve.traffic.turns``)
 
     def headers(self, run_id: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """HTTP headers for sending this entry in run ``run_id``, plus ``extra`` run tags
@@ -64,7 +68,7 @@ class CorpusEntry:
 
 
 RESERVED_TAGS = frozenset({"run-id", "request-id", "profile", "items", "token-estimate",
-                           "corpus-index", "seed", "source-line", "sampling"})
+                           "corpus-index", "seed", "source-line", "sampling", *SESSION_TAGS})
 _TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _TAG_VALUE = re.compile(r"^[A-Za-z0-9 .,:+_/=-]{0,200}$")
 
@@ -122,6 +126,10 @@ def build_corpus(profile: TrafficProfile, seed: int, n: int, model: str, *, shar
     if profile.chunk_boundary is not None and tokenizer is None:
         raise ValueError(f"profile {profile.name!r} places spans on chunk boundaries and needs "
                          "the server's /tokenize (pass a tokenizer)")
+    if profile.session is not None:
+        turns = profile.session.turns
+        return [build_turn(profile, seed, i, model) for i in range(n)
+                if (i // turns) % shards == shard]
     image_token = None
     if tokenizer is not None and profile.chunk_boundary is not None:
         probe = _image_for(profile, seed, -1, 0, random.Random(0))
@@ -146,7 +154,8 @@ def build_entry(profile: TrafficProfile, seed: int, index: int, model: str,
     else:
         content = _layout(profile, images, words)
         estimate = len(words) + n_images * profile.tokens_per_image_estimate
-    body = _body(profile, model, content, derive_seed(seed, profile.name, index, "sampling"))
+    body = _body(profile, model, [{"role": "user", "content": content}],
+                 derive_seed(seed, profile.name, index, "sampling"))
     tags = {
         f"{TAG_HEADER_PREFIX}profile": profile.name,
         f"{TAG_HEADER_PREFIX}items": str(n_images),
@@ -246,11 +255,50 @@ def _boundary_content(profile: TrafficProfile, seed: int, index: int,
     return render_content(fillers), tuple(spans), n_tokens
 
 
-def _body(profile: TrafficProfile, model: str, content: list[dict[str, Any]],
+def build_turn(profile: TrafficProfile, seed: int, index: int, model: str) -> CorpusEntry:
+    """Entry ``index`` of a session profile: turn ``index % turns + 1`` of session
+    ``index // turns``, with the system prompt and the history before it (``SessionSpec``)."""
+    spec = profile.session
+    if spec is None:
+        raise ValueError(f"profile {profile.name!r} has no session section")
+    session, k = divmod(index, spec.turns)
+    rng = random.Random(derive_seed(seed, profile.name, "session", session))
+    n_images = rng.randint(*profile.images.count)
+    images = [_image_for(profile, seed, -2 - session, j, rng) for j in range(n_images)]
+    messages: list[dict[str, Any]] = []
+    if spec.system_words:
+        system = random.Random(derive_seed(seed, profile.name, "system"))
+        messages.append({"role": "system",
+                         "content": " ".join(system.choice(WORDS) for _ in range(spec.system_words))})
+    words = spec.system_words
+    for u in range(k + 1):
+        turn_rng = random.Random(derive_seed(seed, profile.name, "session", session, "turn", u))
+        text = [turn_rng.choice(WORDS) for _ in range(turn_rng.randint(*profile.text.words))]
+        mine = [im for j, im in enumerate(images) if j * spec.turns // n_images == u]
+        messages.append({"role": "user", "content": _layout(profile, mine, text)})
+        words += len(text)
+        if u < k:
+            reply = [turn_rng.choice(WORDS) for _ in range(spec.reply_words)]
+            messages.append({"role": "assistant", "content": " ".join(reply)})
+            words += len(reply)
+    sent = [im for j, im in enumerate(images) if j * spec.turns // n_images <= k]
+    estimate = words + len(sent) * profile.tokens_per_image_estimate
+    turn = Turn(f"s{session}-{seed}", k + 1, spec.think_s if k else 0.0,
+                shared=k > 0 or (spec.system_words > 0 and session > 0))
+    body = _body(profile, model, messages, derive_seed(seed, profile.name, index, "sampling"))
+    tags = {f"{TAG_HEADER_PREFIX}profile": profile.name, f"{TAG_HEADER_PREFIX}items": str(len(sent)),
+            f"{TAG_HEADER_PREFIX}token-estimate": str(estimate),
+            f"{TAG_HEADER_PREFIX}corpus-index": str(index), f"{TAG_HEADER_PREFIX}seed": str(seed),
+            **turn.headers()}
+    return CorpusEntry(index, body, tags, len(sent), sum(im.n_bytes for im in sent),
+                       tuple(im.sha256 for im in sent), estimate, turn=turn)
+
+
+def _body(profile: TrafficProfile, model: str, messages: list[dict[str, Any]],
           sampling_seed: int) -> bytes:
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": content}],
+        "messages": messages,
         "max_tokens": profile.max_tokens,
         "temperature": profile.temperature,
         "stream": profile.stream,
@@ -275,20 +323,28 @@ def write_jsonl(entries: Iterable[CorpusEntry], path: Path) -> int:
                       "spans": [[s.offset, s.length, s.boundary, s.placement] for s in e.spans],
                       "body_sha256": hashlib.sha256(e.body).hexdigest(),
                       "body": orjson.Fragment(e.body)}
+            if e.turn is not None:  # a session's turn (read back by ``sources.corpus_jsonl``)
+                record |= {"session_id": e.turn.session, "turn": e.turn.turn,
+                           "think_s": e.turn.think_s}
             fh.write(orjson.dumps(record) + b"\n")
             n += 1
     return n
 
 
 def read_jsonl(path: Path, shard: int = 0, shards: int = 1) -> list[CorpusEntry]:
-    """Replay a written corpus (this shard's part), checking every body's hash."""
+    """Replay a written corpus (this shard's part: its requests, or whole sessions by their
+    order in the file), checking every body's hash."""
     out: list[CorpusEntry] = []
+    sessions, last = -1, None
     with path.open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             rec = orjson.loads(line)
-            if rec["index"] % shards != shard:
+            turn = _turn_of(rec)
+            if turn is not None and turn.session != last:
+                sessions, last = sessions + 1, turn.session
+            if (sessions if turn is not None else rec["index"]) % shards != shard:
                 continue
             body = orjson.dumps(rec["body"])
             if hashlib.sha256(body).hexdigest() != rec["body_sha256"]:
@@ -296,5 +352,12 @@ def read_jsonl(path: Path, shard: int = 0, shards: int = 1) -> list[CorpusEntry]
             spans = tuple(Span(o, n, b, p) for o, n, b, p in rec["spans"])
             out.append(CorpusEntry(rec["index"], body, rec["tags"], rec["n_images"],
                                    rec["image_bytes"], tuple(rec["image_hashes"]),
-                                   rec["token_estimate"], spans))
+                                   rec["token_estimate"], spans, turn=turn))
     return out
+
+
+def _turn_of(rec: dict[str, Any]) -> Turn | None:
+    if "session_id" not in rec:
+        return None
+    shared = rec["tags"].get(f"{TAG_HEADER_PREFIX}{SHARED_TAG}") == "yes"
+    return Turn(str(rec["session_id"]), int(rec["turn"]), float(rec.get("think_s", 0.0)), shared)

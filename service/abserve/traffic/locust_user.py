@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,10 @@ from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import POLL_S, parent_from_env, parent_gone
-from abserve.traffic.run_state import RunOptions, RunState, build_state
+from abserve.traffic.run_state import Job, RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError
+from abserve.traffic.timing import TimingRecord
 
 log = logging.getLogger("abserve.traffic")
 EXIT_WORKER_LOST = 4
@@ -175,20 +177,31 @@ class ChatUser(User):
         if job is None:
             self._maybe_finish(state)
             raise StopUser()
+        for entry in job.later:  # a session: each turn once the one before has ended
+            state.note(self._send(state, job))
+            self._check_rate(state)
+            job = state.follow(entry, time.perf_counter())
+        state.finish(self._send(state, job))
+        self._check_rate(state)
+        self._maybe_finish(state)
+
+    def _check_rate(self, state: RunState) -> None:
+        if state.error_rate_exceeded():
+            _abort(self.environment, "error_rate", EXIT_ERROR_RATE)
+            raise StopUser()
+
+    def _send(self, state: RunState, job: Job) -> TimingRecord:
+        """Send one job's request and report it to Locust's statistics."""
         opts = state.options
         record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
                             profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
                             arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags,
                             connect_retry_s=opts.connect_retry_s)
-        state.finish(record)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,
             response_length=0, exception=RuntimeError(record.error) if record.error else None,
             context={"corpus_index": record.corpus_index})
-        if state.error_rate_exceeded():
-            _abort(self.environment, "error_rate", EXIT_ERROR_RATE)
-            raise StopUser()
-        self._maybe_finish(state)
+        return record
 
     def _maybe_finish(self, state: RunState) -> None:
         if state.finished() and state.claim_finish():

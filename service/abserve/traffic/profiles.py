@@ -3,7 +3,8 @@
 A profile lives in ``configs/traffic/<name>.yaml`` (packaged: ``abserve.base.packaged``) and says how
 many images a request carries, their sizes and formats, how much text surrounds them and in what
 layout, the sampling knobs (``max_tokens``, temperature, seed) and, for ``chunk-boundary``, where
-image spans must sit relative to multiples of the server's ``max_num_batched_tokens``. Every knob
+image spans must sit relative to multiples of the server's ``max_num_batched_tokens``. A
+``session`` section makes every request a turn of a conversation (``SessionSpec``). Every knob
 can be overridden from the command line with dotted ``key=value`` pairs (``images.count=[4,8]``),
 so one file per intent is enough. Loading is pure apart from reading the YAML file.
 """
@@ -81,6 +82,19 @@ class ChunkBoundarySpec(_Strict):
     max_iterations: int = Field(8, ge=1, le=50)
 
 
+class SessionSpec(_Strict):
+    """Conversations: request ``i`` is turn ``i % turns + 1`` of session ``i // turns``; turn
+    ``k`` carries the system prompt, every earlier turn and its reply (generated, the same on
+    every run), then its own text (``text.words``) and images. ``images.*`` then describe a
+    session's images, not a request's: ``images.count`` of them (drawn once per session)
+    spread evenly over its turns, turn ``k`` resending those of the turns before."""
+
+    turns: int = Field(4, ge=1, le=64, description="turns per session")
+    system_words: int = Field(0, ge=0, description="a system prompt every session shares")
+    reply_words: int = Field(16, ge=0, description="words of each recorded assistant reply")
+    think_s: float = Field(0.0, ge=0, le=3600, description="pause before each later turn")
+
+
 class TrafficProfile(_Strict):
     """One kind of traffic; see ``configs/traffic/*.yaml`` for the documented instances."""
 
@@ -97,9 +111,14 @@ class TrafficProfile(_Strict):
     seed: int = Field(0, description="default corpus seed when the run gives none")
     tokens_per_image_estimate: int = Field(4, ge=1, description="for the token-estimate tag")
     chunk_boundary: ChunkBoundarySpec | None = None
+    session: SessionSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> TrafficProfile:
+        if self.session is not None and self.chunk_boundary is not None:
+            raise ValueError("session and chunk_boundary do not go together")
+        if self.session is not None and self.text.words[0] < 1:
+            raise ValueError("a session's turns need text: text.words min >= 1")
         if self.chunk_boundary is not None:
             if self.layout != "interleaved":
                 raise ValueError("chunk_boundary needs layout: interleaved")

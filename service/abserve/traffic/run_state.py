@@ -3,7 +3,10 @@
 Kept free of Locust so the bookkeeping (which request next, when, and when the run is over)
 is plain, testable Python. ``take`` hands out the next request (sleeping until its planned
 time for open-loop shapes; gevent makes the sleep cooperative under Locust), ``finish``
-records the outcome.
+records the outcome. With sessions (``SessionRunState``) ``take`` hands out a session's first
+turn with its later turns (``Job.later``); the user sends each later turn once the one
+before has ended plus its think time (``follow``), noting each answer (``note``) and
+finishing the session with the last.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from argparse import Namespace
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import httpx
 
@@ -25,7 +28,9 @@ from abserve.traffic.profiles import load_profile, parse_overrides
 from abserve.traffic.sender import CONNECT_RETRY_S, auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.sources import FileSource, StreamedEntries, check_file
+from abserve.traffic.sources.replay import SessionStream, Unit, UnitList
 from abserve.traffic.timing import TimingRecord, TimingWriter
+from abserve.traffic.turns import follows
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class Job:
     entry: CorpusEntry
     arrival: Arrival | None
     scheduled_at: float | None
+    later: tuple[CorpusEntry, ...] = ()  # a session's later turns, sent one after another
 
 
 class RunState:
@@ -120,6 +126,7 @@ class RunState:
         self.failures = 0
         self.exhausted = False
         self._finish_claimed = False
+        self.time_scale = 1.0  # of a session's think times
 
     def take(self) -> Job | None:
         """The next request to send, or ``None`` when this process has nothing left."""
@@ -153,11 +160,24 @@ class RunState:
         self._next += 1
         return Job(self.entries[k % len(self.entries)], None, None)
 
+    def follow(self, entry: CorpusEntry, ended_at: float) -> Job:
+        """The job for a session's next turn ``entry``, the one before having ended at
+        ``ended_at`` (``perf_counter``): sleeps until its think time has passed."""
+        think = entry.turn.think_s if entry.turn is not None else 0.0
+        at = ended_at + think * self.time_scale
+        time.sleep(max(0.0, at - time.perf_counter()))
+        return Job(entry, None, at)
+
     def finish(self, record: TimingRecord) -> None:
-        """Count and write one finished request."""
-        self.writer.write(record)
+        """Count and write one finished request (the last of its job)."""
+        self.note(record)
         with self._lock:
             self.in_flight -= 1
+
+    def note(self, record: TimingRecord) -> None:
+        """Count and write one answered request (a session's turn before its last)."""
+        self.writer.write(record)
+        with self._lock:
             self.sent += 1
             self.failures += 0 if record.ok else 1
 
@@ -219,16 +239,67 @@ class FileRunState(RunState):
         return Job(entry, Arrival(offset, 0.0), self._origin + offset)
 
 
-def build_file_state(options: RunOptions, source: FileSource) -> FileRunState:
+class SessionRunState(RunState):
+    """Units of sessions (``sources.replay.Unit``): a user takes a unit and sends its turns
+    in a row, turn ``k`` once turn ``k - 1`` has ended (the router ends an answer once every
+    arm has) plus the turn's think time times ``time_scale``; sessions run concurrently up to
+    the users. Units start at their planned offsets (``open_loop``) or back to back."""
+
+    def __init__(self, options: RunOptions, units: SessionStream | UnitList, open_loop: bool,
+                 time_scale: float = 1.0) -> None:
+        super().__init__(options, _Sized(len(units)), None)
+        self.units, self.open_loop, self.time_scale = units, open_loop, time_scale
+
+    def _next_job(self, elapsed: float) -> Job | None:
+        if self.options.duration and elapsed >= self.options.duration:
+            return None
+        unit = self.units.next_unit()
+        if unit is None:
+            return None
+        first, later = unit.entries[0], unit.entries[1:]
+        if not self.open_loop:
+            return Job(first, None, None, later)
+        if self._origin is None:
+            raise RuntimeError("an open-loop replay has no origin: take() sets it first")
+        return Job(first, Arrival(unit.offset, 0.0), self._origin + unit.offset, later)
+
+
+class _Sized(Sequence[CorpusEntry]):
+    """The request count of units read one by one (``RunState.entries``: its length only)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, k: int) -> CorpusEntry: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[CorpusEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> CorpusEntry | Sequence[CorpusEntry]:
+        raise IndexError("sessions are handed out a unit at a time")
+
+
+def build_file_state(options: RunOptions, source: FileSource) -> RunState:
     """Check the whole traffic file unless the run did (nothing is sent from a file that
-    fails), then stream it."""
+    fails), then stream it: by request, or by session when it has sessions."""
     if source.model is None and options.model:
         source = source.model_copy(update={"model": options.model})
-    total = source.checked or check_file(source).requests
+    if source.checked:
+        total, sessions = source.checked, source.checked_sessions
+    else:
+        check = check_file(source)
+        total, sessions = check.requests, check.sessions
     source = source.model_copy(update={"limit": options.requests or source.limit or total})
-    entries = StreamedEntries(source, total, options.shard, options.shards)
     named = RunOptions(**{**options.__dict__, "profile_name": source.label, "source": source})
-    return FileRunState(named, entries, open_loop=source.replay == "recorded")
+    open_loop = source.replay == "recorded"
+    if sessions:
+        units = SessionStream(source, total, options.shard, options.shards)
+        return SessionRunState(named, units, open_loop, source.time_scale)
+    entries = StreamedEntries(source, total, options.shard, options.shards)
+    return FileRunState(named, entries, open_loop=open_loop)
 
 
 def build_state(options: RunOptions) -> RunState:
@@ -248,13 +319,37 @@ def build_state(options: RunOptions) -> RunState:
             tokenizer = HttpTokenizer(url, model)
         entries = build_corpus(profile, seed, n, model, shard=options.shard,
                                shards=options.shards, tokenizer=tokenizer)
+    named = RunOptions(**{**options.__dict__, "profile_name": profile.name})
+    if any(entry.turn is not None for entry in entries):
+        return _session_state(named, entries, seed)
     plan = plan_arrivals(options.shape, options.rate,
                          count=options.requests or None, duration=options.duration or None,
                          seed=seed, steps=options.steps, sweep_rates=options.sweep_rates or None)
     if plan is not None:
         plan = shard_arrivals(plan, options.shard, options.shards)
-    named = RunOptions(**{**options.__dict__, "profile_name": profile.name})
     return RunState(named, entries, plan)
+
+
+def _session_state(options: RunOptions, entries: Sequence[CorpusEntry], seed: int) -> RunState:
+    """A generated (or written) corpus of sessions: its units, each starting at its arrival of
+    an open-loop shape's plan (one arrival per session; sessions on worker ``s % shards``
+    take the plan's arrivals ``s``) or back to back."""
+    groups: list[list[CorpusEntry]] = []
+    for entry in entries:
+        if groups and follows(groups[-1][-1].turn, entry.turn):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    plan = plan_arrivals(options.shape, options.rate, count=len(groups) * options.shards,
+                         seed=seed, steps=options.steps, sweep_rates=options.sweep_rates or None)
+    if plan is not None:
+        plan = shard_arrivals(plan, options.shard, options.shards)
+    offsets = [a.offset for a in plan] if plan is not None else [0.0] * len(groups)
+    units = [Unit(tuple(group), at) for group, at in zip(groups, offsets, strict=False)]
+    # a run bounded by its duration sends its sessions over and over (closed loop only: an
+    # open-loop plan has one arrival per session)
+    cycle = bool(options.duration) and plan is None
+    return SessionRunState(options, UnitList(units, cycle), plan is not None)
 
 
 def discover_model(host: str, connect_retry_s: float = CONNECT_RETRY_S) -> str:

@@ -5,7 +5,8 @@ Each line is ``{"index", "tags", "n_images", "image_bytes", "image_hashes", "tok
 the SHA-256 of its bytes, checked here so an edited corpus is refused rather than sent. The
 corpus's own tags (profile, items, seed...) are replaced by the file source's, but its
 profile, seed and index are kept as ``corpus-profile`` / ``corpus-seed`` / ``corpus-line``
-tags. Optional ``timestamp`` / ``offset`` keys give arrivals like in the other formats.
+tags. Optional ``timestamp`` / ``offset`` keys give arrivals like in the other formats, and
+``session_id`` / ``turn`` / ``think_s`` (written for a profile's sessions) a session's turns.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 
 from abserve.model.records import TAG_HEADER_PREFIX
-from abserve.traffic.sources.imported import Imported, LineError, arrival_of
+from abserve.traffic.sources.imported import Imported, LineError, arrival_of, session_of
 
 KEPT = {"profile": "corpus-profile", "seed": "corpus-seed", "corpus-index": "corpus-line"}
 
@@ -39,4 +40,5 @@ def parse(value: Any, line: int) -> Imported:
             key = str(header).removeprefix(TAG_HEADER_PREFIX)
             if key in KEPT:
                 tags[KEPT[key]] = str(text)
-    return Imported(line, "chat/completions", dict(body), arrival_of(value), tags, "corpus")
+    return Imported(line, "chat/completions", dict(body), arrival_of(value), tags, "corpus",
+                    session=session_of(value))

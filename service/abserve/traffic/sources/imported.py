@@ -3,7 +3,10 @@
 Every reader (``openai_jsonl``, ``bench_datasets``, ``corpus_jsonl``) turns one item of its
 format into an ``Imported``: the endpoint, the request body as a dict, its recorded arrival
 (seconds on any clock; only differences count) and the tags the line carried. A reader that
-cannot make sense of an item raises ``LineError``; the caller adds the file and line.
+cannot make sense of an item raises ``LineError``; the caller adds the file and line. A turn
+of a session carries its ``SessionMark`` (``session_of``: the keys ``session_id``, ``turn``
+and ``think_s`` beside the request); ``sources.sessions`` checks the
+order and numbers the turns.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ class LineError(ValueError):
     """One item of a traffic file that cannot be sent; the message never quotes its text."""
 
 
+@dataclass(frozen=True)
+class SessionMark:
+    """A request's session as the file states it (checked and numbered by ``sessions``)."""
+
+    key: str  # the session's id as written
+    turn: int | None = None  # 1-based, when the file numbers its turns
+    think_s: float = 0.0  # pause after the previous turn ended, before this one
+
+
 @dataclass
 class Imported:
     """A request as a reader understood it."""
@@ -32,8 +44,9 @@ class Imported:
     tags: dict[str, str] = field(default_factory=dict)
     fmt: str = "openai"
     image_refs: int = 0  # image paths a bench format named (inlined later)
+    session: SessionMark | None = None  # a turn of a session
     # whether the prompt begins with content an earlier request sent: a reader that knows
-    # (a trace's shared blocks) sets it; ``prepare`` tags the request ``shared-prefix``
+    # (a trace's shared blocks) sets it; ``sessions`` sets it for the turns of a session
     shared_prefix: bool | None = None
 
 
@@ -71,3 +84,31 @@ def tags_of(meta: dict[str, Any]) -> dict[str, str]:
             raise LineError(f"tag {key!r} must be a plain value")
         out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
+
+
+SESSION_KEYS = frozenset({"session_id", "turn", "think_s"})
+
+
+def session_of(meta: dict[str, Any]) -> SessionMark | None:
+    """A line's session: ``session_id`` (a string or an integer), optional ``turn`` (1-based)
+    and ``think_s`` (seconds >= 0); None when it names no session."""
+    key = meta.get("session_id")
+    if key is None:
+        for extra in ("turn", "think_s"):
+            if extra in meta:
+                raise LineError(f"'{extra}' without a 'session_id'")
+        return None
+    if isinstance(key, bool) or not isinstance(key, str | int) or key == "":
+        raise LineError("'session_id' must be a non-empty string or an integer")
+    turn = meta.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise LineError("'turn' must be an integer >= 1")
+    return SessionMark(str(key), turn, think_of(meta))
+
+
+def think_of(meta: dict[str, Any]) -> float:
+    """A turn's recorded think time, ``think_s`` (0 when absent)."""
+    think = meta.get("think_s", 0.0)
+    if isinstance(think, bool) or not isinstance(think, int | float) or not 0 <= think < 86400:
+        raise LineError("'think_s' must be a number of seconds >= 0")
+    return float(think)

@@ -4,16 +4,26 @@ A line is either the bare body (``{"model": ..., "messages": [...]}`` for chat/c
 ``{"model": ..., "prompt": ...}`` for completions) with abserve's optional keys ``timestamp``
 / ``offset`` and ``tags`` beside the body's own (they are removed before sending), or a
 wrapper with the body under ``body`` and the endpoint under ``url`` (the OpenAI batch
-format: ``{"custom_id", "method", "url", "body"}``) and the same optional keys.
+format: ``{"custom_id", "method", "url", "body"}``) and the same optional keys. A line with
+``session_id`` (and optional ``turn``, ``think_s``) is a turn of a session: its body is sent
+as recorded (a gateway logs each turn with its whole history).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from abserve.traffic.sources.imported import Endpoint, Imported, LineError, arrival_of, tags_of
+from abserve.traffic.sources.imported import (
+    SESSION_KEYS,
+    Endpoint,
+    Imported,
+    LineError,
+    arrival_of,
+    session_of,
+    tags_of,
+)
 
-META_KEYS = frozenset({"timestamp", "offset", "offset_s", "tags"})
+META_KEYS = frozenset({"timestamp", "offset", "offset_s", "tags", *SESSION_KEYS})
 WRAPPER_KEYS = frozenset({"body", "url", "method", "custom_id", "endpoint", *META_KEYS})
 
 
@@ -36,7 +46,8 @@ def parse(value: Any, line: int) -> Imported:
     else:
         body = {k: v for k, v in value.items() if k not in META_KEYS}
         endpoint = _endpoint(None, body)
-    return Imported(line, endpoint, body, arrival_of(value), tags_of(value), "openai")
+    return Imported(line, endpoint, body, arrival_of(value), tags_of(value), "openai",
+                    session=session_of(value))
 
 
 def _endpoint(url: Any, body: dict[str, Any]) -> Endpoint:

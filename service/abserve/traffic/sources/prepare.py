@@ -8,8 +8,10 @@ allowed) are read and inlined as data URLs; ``http(s)`` URLs are only checked, n
 A request that asks for sampling is sent as it is when the router allows seeded sampling,
 made greedy (temperature 0, tagged ``sampling=forced-greedy``) when the source opts in, else
 refused with ``SamplingRefused``. The result is a ``CorpusEntry`` with the tags every
-generated request carries (profile, items, token-estimate, corpus-index) and ``source-line``,
-and ``shared-prefix`` where the reader knows whether the prompt's start was sent before.
+generated request carries (profile, items, token-estimate, corpus-index) and ``source-line``;
+a turn of a session also carries its session's tags and affinity header (``turns.Turn``), a
+request whose reader knows whether its prefix is shared (``Imported.shared_prefix``) the
+``shared-prefix`` tag.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from abserve.router.validation import SAMPLING_EPS, check_depth, check_schema
 from abserve.traffic.corpus import CorpusEntry, check_tags
 from abserve.traffic.sources.imported import ENDPOINT_PATHS, Imported, LineError
 from abserve.traffic.sources.spec import FileSource
+from abserve.traffic.turns import SHARED_TAG, Turn
 
-SHARED_PREFIX_TAG = "shared-prefix"  # yes / no: the report's breakdown by shared prefix
 TOKENS_PER_IMAGE_ESTIMATE = 4  # the token-estimate tag's guess (the profiles' default)
 _MIMES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp",
           "BMP": "image/bmp"}
@@ -45,8 +47,10 @@ class SamplingRefused(LineError):
     """A request that asks for sampling, which this run's router refuses."""
 
 
-def prepare(imp: Imported, src: FileSource, base: Path, ordinal: int) -> CorpusEntry:
-    """The entry to send for ``imp`` (the ``ordinal``-th accepted request), or ``LineError``."""
+def prepare(imp: Imported, src: FileSource, base: Path, ordinal: int,
+            turn: Turn | None = None) -> CorpusEntry:
+    """The entry to send for ``imp`` (the ``ordinal``-th accepted request, ``turn`` of its
+    session), or ``LineError``."""
     body = imp.body
     if src.model:
         body["model"] = src.model
@@ -75,12 +79,14 @@ def prepare(imp: Imported, src: FileSource, base: Path, ordinal: int) -> CorpusE
     tags = {**own, "profile": src.label, "items": str(len(images)),
             "token-estimate": str(estimate), "corpus-index": str(ordinal),
             "source-line": str(imp.line), **({"sampling": sampling} if sampling else {})}
-    if imp.shared_prefix is not None:
-        tags[SHARED_PREFIX_TAG] = "yes" if imp.shared_prefix else "no"
+    if imp.shared_prefix is not None and turn is None:
+        tags[SHARED_TAG] = "yes" if imp.shared_prefix else "no"
     headers = {f"{TAG_HEADER_PREFIX}{k}": v for k, v in tags.items()}
+    if turn is not None:
+        headers |= turn.headers()
     return CorpusEntry(ordinal, raw, headers, len(images), sum(map(len, images)),
                        tuple(hashlib.sha256(b).hexdigest() for b in images), estimate,
-                       path=ENDPOINT_PATHS[imp.endpoint])
+                       path=ENDPOINT_PATHS[imp.endpoint], turn=turn)
 
 
 def asks_for_sampling(body: dict[str, Any]) -> bool:

@@ -6,6 +6,8 @@ run and every worker, without reading ahead), reads each item with its format's 
 prepares it (``prepare``). ``check_file`` is that walk with nothing kept but counts and the
 bad lines: run before any request is sent, it fails at the first bad line (file and line
 number) unless ``skip_invalid``, and always when lines ask for sampling the router refuses.
+The turns of sessions (``sessions``) are checked for order on the way and kept or dropped by
+the sample a session at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from abserve.traffic.sources import bench_datasets, corpus_jsonl, mooncake, open
 from abserve.traffic.sources.imported import Imported, LineError
 from abserve.traffic.sources.lines import RawItem, is_array_file, iter_items
 from abserve.traffic.sources.prepare import SamplingRefused, prepare
+from abserve.traffic.sources.sessions import SessionTracker
 from abserve.traffic.sources.spec import FileSource, RequestsFileError
+from abserve.traffic.turns import SESSION_TAG
 
 LISTED = 20  # bad lines named in a message or summary
 
@@ -55,6 +59,7 @@ class FileCheck:
     sampling: Counter[str] = field(default_factory=Counter)  # seeded / forced-greedy
     endpoints: Counter[str] = field(default_factory=Counter)  # chat/completions, completions
     timed: int = 0  # requests with a recorded arrival
+    sessions: int = 0  # sessions among the requests (their turns are replayed in order)
     # for the policy's reachability check (``abserve.compare.reachability``): requests per
     # image count, the words + image tokens estimate of all prompts, the lines' own tags
     items: Counter[int] = field(default_factory=Counter)
@@ -69,12 +74,15 @@ class FileCheck:
                 "endpoints": dict(self.endpoints),
                 "items_per_request": {str(k): n for k, n in sorted(self.items.items())},
                 "token_estimate": self.token_estimate,
-                "tags": {key: sorted(values) for key, values in sorted(self.tags.items())}}
+                "tags": {key: sorted(values) for key, values in sorted(self.tags.items())},
+                **({"sessions": self.sessions} if self.sessions else {})}
 
     def describe(self) -> str:
         """One line for the console: what is sent, what was changed or left out."""
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.endpoints.items()))
         text = f"{self.path}: {self.requests} requests ({kinds}), {self.images} images"
+        if self.sessions:
+            text += f"; {self.sessions} sessions"
         if self.sampling["forced-greedy"]:
             text += f"; {self.sampling['forced-greedy']} asked for sampling, sent greedy"
         if self.sampling["seeded"]:
@@ -103,20 +111,24 @@ def detect(value: Any) -> str:
                     "custom or ShareGPT entry, an abserve corpus line or a Mooncake trace line)")
 
 
-def read_item(raw: RawItem, src: FileSource, array: bool,
-              walk: mooncake.TraceWalk | None = None) -> Imported:
-    """One item as its format's reader understands it (``walk``: what a trace's earlier lines
-    sent)."""
+def read_items(raw: RawItem, src: FileSource, array: bool,
+               trace: mooncake.TraceWalk | None = None) -> list[Imported]:
+    """The requests of one item as its format's reader understands them (a ShareGPT
+    conversation of several turns: one per turn, unless ``sessions: false``; ``trace``: what a
+    Mooncake trace's earlier lines sent)."""
     fmt = src.format if src.format != "auto" else "bench-sharegpt" if array else detect(raw.value)
-    if fmt == mooncake.FORMAT:
-        return (walk or mooncake.TraceWalk()).parse(raw.value, raw.line, src)
+    if fmt == mooncake.FORMAT:  # a trace's state counts only the lines the sample keeps
+        return [(trace or mooncake.TraceWalk()).parse(raw.value, raw.line, src)] \
+            if kept(src, raw.line) else []
     if fmt == "openai":
-        return openai_jsonl.parse(raw.value, raw.line)
+        return [openai_jsonl.parse(raw.value, raw.line)]
     if fmt == "corpus":
-        return corpus_jsonl.parse(raw.value, raw.line)
+        return [corpus_jsonl.parse(raw.value, raw.line)]
     if fmt == "bench-sharegpt":
-        return bench_datasets.parse_sharegpt(raw.value, raw.line, src.max_tokens)
-    return bench_datasets.parse_custom(raw.value, raw.line, src.max_tokens)
+        if src.sessions:
+            return bench_datasets.parse_sharegpt_turns(raw.value, raw.line, src.max_tokens)
+        return [bench_datasets.parse_sharegpt(raw.value, raw.line, src.max_tokens)]
+    return [bench_datasets.parse_custom(raw.value, raw.line, src.max_tokens)]
 
 
 def kept(src: FileSource, line: int) -> bool:
@@ -125,28 +137,60 @@ def kept(src: FileSource, line: int) -> bool:
 
 
 def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
-    """Every kept line of the file, prepared, or the problem with it; in file order."""
+    """Every kept request of the file, prepared, or the problem with it; in file order."""
     array = is_array_file(src.path) if src.path.is_file() else False
-    base = src.path.parent
-    ordinal = 0
-    walk = mooncake.TraceWalk()
+    walk = _Walk(src)
+    trace = mooncake.TraceWalk()
     for raw in iter_items(src.path):
-        if not kept(src, raw.line):
-            continue
         if raw.error is not None:
-            yield Problem(raw.line, raw.error)
+            if kept(src, raw.line):
+                yield Problem(raw.line, raw.error)
+            continue
+        if src.sample < 1.0 and not src.sessions and not kept(src, raw.line):
             continue
         try:
-            imp = read_item(raw, src, array, walk)
-            entry = prepare(imp, src, base, ordinal)
-        except SamplingRefused as exc:
-            yield Problem(raw.line, str(exc), sampling=True)
-            continue
+            imps = read_items(raw, src, array, trace)
         except LineError as exc:
-            yield Problem(raw.line, str(exc))
+            if kept(src, raw.line):
+                yield Problem(raw.line, str(exc))
             continue
-        ordinal += 1
-        yield Accepted(entry, imp.arrival)
+        for imp in imps:
+            item = walk.one(imp)
+            if item is not None:
+                yield item
+
+
+class _Walk:
+    """One pass over a file's requests: sessions tracked, requests numbered as accepted."""
+
+    def __init__(self, src: FileSource) -> None:
+        self.src, self.base = src, src.path.parent
+        self.tracker = SessionTracker()
+        self.ordinal = 0
+
+    def one(self, imp: Imported) -> Accepted | Problem | None:
+        """``imp`` prepared, the problem with it, or None when the sample leaves it out."""
+        src, tracker, turn, what = self.src, self.tracker, None, ""
+        try:
+            if imp.session is None or not src.sessions:
+                imp.session = None
+                tracker.end()
+                if not kept(src, imp.line):
+                    return None
+            else:
+                turn = tracker.place(imp)
+                what = f"turn {turn.turn} of session {turn.session}: "
+                if not kept(src, tracker.first_line):
+                    return None
+            entry = prepare(imp, src, self.base, self.ordinal, turn)
+        except LineError as exc:
+            if turn is not None:
+                tracker.refuse(isinstance(exc, SamplingRefused))
+            if not kept(src, tracker.first_line if imp.session else imp.line):
+                return None
+            return Problem(imp.line, what + str(exc), sampling=isinstance(exc, SamplingRefused))
+        self.ordinal += 1
+        return Accepted(entry, imp.arrival)
 
 
 def check_file(src: FileSource) -> FileCheck:
@@ -167,7 +211,8 @@ def check_file(src: FileSource) -> FileCheck:
                                         "bad lines instead)")
             else:
                 check.skipped += 1
-                if len(check.skipped_lines) < LISTED:
+                again = check.skipped_lines and check.skipped_lines[-1] == item.line  # turns
+                if len(check.skipped_lines) < LISTED and not again:
                     check.skipped_lines.append(item.line)
             continue
         _count(check, item)
@@ -184,18 +229,19 @@ def check_file(src: FileSource) -> FileCheck:
 
 
 TAG_VALUES = 32  # distinct values kept per tag of a file's lines (enough to name a stratum)
-PER_LINE_TAGS = frozenset({"items", "token-estimate", "corpus-index", "source-line"})
+PER_LINE_TAGS = frozenset({"items", "token-estimate", "corpus-index", "source-line", SESSION_TAG})
 
 
 def _count(check: FileCheck, item: Accepted) -> None:
     tags = item.entry.tags
     check.requests += 1
+    check.sessions += item.entry.turn is not None and item.entry.turn.turn == 1
     check.images += item.entry.n_images
     check.items[item.entry.n_images] += 1
     check.token_estimate += item.entry.token_estimate
     for header, value in tags.items():
         key = header.removeprefix(TAG_HEADER_PREFIX)
-        if key not in PER_LINE_TAGS:
+        if header.startswith(TAG_HEADER_PREFIX) and key not in PER_LINE_TAGS:
             values = check.tags.setdefault(key, set())
             if len(values) < TAG_VALUES:
                 values.add(value)

@@ -9,36 +9,99 @@ offset so far (never earlier than a line before it), so a file without times is 
 as the in-flight cap (the load's users) lets it. A window that wraps around to the file's
 start goes on from its offset at that point. Nothing is read ahead: each request
 is read, its images inlined, when a user asks for it.
+
+A file with sessions (``FileSource.checked_sessions``) is replayed by sessions instead
+(``session_window``, ``SessionStream``): the window's requests grouped into units (a
+session's consecutive turns, or one request of no session), unit ``u`` going to worker
+``u % shards``, each at the offset of its first request as above; a user sends a unit's
+turns one after another (``abserve.traffic.run_state.SessionRunState``). A window that
+begins or ends inside a session sends the part of it inside the window.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import overload
 
 from abserve.traffic.corpus import CorpusEntry
 from abserve.traffic.sources.reader import Accepted, accepted
 from abserve.traffic.sources.spec import FileSource, RequestsFileError
+from abserve.traffic.turns import follows
+
+
+class _Clock:
+    """Planned offsets from recorded arrivals (the module docstring's rule)."""
+
+    def __init__(self, time_scale: float) -> None:
+        self.scale, self.offset, self.last_index = time_scale, 0.0, -1
+        self.latest: float | None = None
+
+    def at(self, item: Accepted) -> float:
+        if item.entry.index < self.last_index:  # wrapped around to the file's start: a new pass
+            self.latest = None
+        self.last_index = item.entry.index
+        if item.arrival is not None:
+            if self.latest is not None and item.arrival > self.latest:
+                self.offset += (item.arrival - self.latest) * self.scale
+            self.latest = item.arrival if self.latest is None else max(self.latest, item.arrival)
+        return self.offset
 
 
 def window(src: FileSource, total: int, shard: int = 0,
            shards: int = 1) -> Iterator[tuple[CorpusEntry, float]]:
     """This worker's requests of the window, each with its planned offset in seconds."""
+    clock = _Clock(src.time_scale)
+    for j, item in enumerate(_requests(src, total)):
+        offset = clock.at(item)
+        if j % shards == shard:
+            yield item.entry, offset
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one user sends in a row: a session's turns (or one request of no session), and
+    the planned offset of the first."""
+
+    entries: tuple[CorpusEntry, ...]
+    offset: float
+
+
+def session_window(src: FileSource, total: int, shard: int = 0,
+                   shards: int = 1) -> Iterator[Unit]:
+    """This worker's units of the window (the module docstring)."""
+    clock = _Clock(src.time_scale)
+    for u, group in enumerate(_units(_requests(src, total))):
+        offset = clock.at(group[0])
+        if u % shards == shard:
+            yield Unit(tuple(item.entry for item in group), offset)
+
+
+def _requests(src: FileSource, total: int) -> Iterator[Accepted]:
+    """The window's accepted requests, in order."""
     count = src.limit or total
-    offset, latest, last_index = 0.0, None, -1
     for j, item in enumerate(_cycle(src, total, src.skip % total)):
         if j >= count:
             return
-        if item.entry.index < last_index:  # wrapped around to the file's start: a new pass
-            latest = None
-        last_index = item.entry.index
-        if item.arrival is not None:
-            if latest is not None and item.arrival > latest:
-                offset += (item.arrival - latest) * src.time_scale
-            latest = item.arrival if latest is None else max(latest, item.arrival)
-        if j % shards == shard:
-            yield item.entry, offset
+        yield item
+
+
+def _units(items: Iterator[Accepted]) -> Iterator[list[Accepted]]:
+    """Consecutive requests grouped: a session's next turn joins the unit of the one before."""
+    group: list[Accepted] = []
+    for item in items:
+        if group and not _follows(group[-1].entry, item.entry):
+            yield group
+            group = []
+        group.append(item)
+    if group:
+        yield group
+
+
+def _follows(before: CorpusEntry, entry: CorpusEntry) -> bool:
+    """Whether ``entry`` is the turn right after ``before`` in the same session."""
+    return follows(before.turn, entry.turn) and entry.index == before.index + 1
 
 
 def _cycle(src: FileSource, total: int, start: int) -> Iterator[Accepted]:
@@ -101,3 +164,42 @@ def block_skip(shares: Sequence[int], index: int) -> int:
     """Accepted requests the blocks before block ``index`` sent (block ``k`` sends
     ``shares[k % len(shares)]``), so consecutive blocks send consecutive parts of a file."""
     return sum(shares[k % len(shares)] for k in range(index))
+
+
+class SessionStream:
+    """A worker's units of the window, read strictly in order (``RunState`` asks under its
+    lock); ``len`` is this worker's share of the window's requests, an estimate (a worker's
+    sessions may hold more or fewer turns than another's)."""
+
+    def __init__(self, src: FileSource, total: int, shard: int, shards: int) -> None:
+        count = src.limit or total
+        self._size = len(range(shard, count, shards))
+        self._units = session_window(src, total, shard, shards)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def next_unit(self) -> Unit | None:
+        """The next unit, or None when this worker's part of the window is sent."""
+        with self._lock:
+            return next(self._units, None)
+
+
+class UnitList:
+    """A generated profile's units (its sessions), handed out in order (over and over, with
+    ``cycle``: a run bounded by its duration)."""
+
+    def __init__(self, units: list[Unit], cycle: bool = False) -> None:
+        self._units, self._next, self._lock, self.cycle = units, 0, threading.Lock(), cycle
+        self._size = sum(len(unit.entries) for unit in units)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def next_unit(self) -> Unit | None:
+        with self._lock:
+            if self._next >= len(self._units) and not (self.cycle and self._units):
+                return None
+            self._next += 1
+            return self._units[(self._next - 1) % len(self._units)]

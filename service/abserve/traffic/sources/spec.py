@@ -42,6 +42,10 @@ class FileOptions(BaseModel):
     greedy: bool = Field(False, description="send sampling requests with temperature 0")
     skip_invalid: bool = Field(False, description="count and list bad lines instead of failing")
     max_tokens: int = Field(16, ge=1, description="bench formats: lines without output_tokens")
+    # replay conversations as sessions (``abserve.traffic.turns``): ShareGPT conversations of
+    # several turns, lines with a session_id; false: each line one request (ShareGPT: its
+    # first turn only, as before)
+    sessions: bool = True
     trace: TraceOptions = Field(default_factory=TraceOptions, description="mooncake traces")
 
     @field_serializer("path")
@@ -64,6 +68,7 @@ class FileSource(FileOptions):
     # the accepted requests found when the run checked the file: a load process given it does
     # not walk the whole file again first (a change since is still caught, at its line)
     checked: int | None = Field(None, ge=1)
+    checked_sessions: int = Field(0, ge=0, description="sessions found when checked")
 
 
 def label_for(path: Path) -> str:

@@ -11,7 +11,7 @@ from abserve.base.yamlfile import YamlFileError, merge, read_mapping
 from abserve.compare import PolicyError, load_policy
 from abserve.config import load_experiment
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_merge_patches_mappings_removes_null_mappings_and_replaces_lists() -> None:

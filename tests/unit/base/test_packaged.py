@@ -12,7 +12,7 @@ from abserve.config import load_experiment
 from abserve.runs.selftest import load_selftest
 from abserve.traffic.profiles import load_profile, resolve_profile_path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAIR = "arms:\n  a: {lookup: linear}\n  b: {lookup: bisect}\n"
 LOAD = "load:\n  profiles:\n    - {profile: many-items, requests: 4}\n"
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from abserve.base import exit_codes
 from abserve.cli import app
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def subcommands() -> list[str]:

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "lookup_bench.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "lookup_bench.py"
 
 
 def load_bench() -> ModuleType:

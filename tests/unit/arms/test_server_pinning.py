@@ -127,7 +127,7 @@ def test_servers_are_stopped_together_not_one_after_another(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("pid", [1, 0, -1])
 def test_the_whole_machines_tree_is_never_pinned(pid: int) -> None:
-    from abserve.arms.server import pin_tree
+    from abserve.arms.pinning import pin_tree
 
     with pytest.raises(ValueError, match="refusing"):
         pin_tree(pid, [0])
