@@ -227,3 +227,12 @@ def test_a_config_refuses_a_trace_longer_than_the_servers_max_model_len(tmp_path
     imported = loaded.load.profiles[0].imported
     assert imported is not None
     assert imported["tags"]["shared-prefix"] == ["no", "yes"]
+
+
+def test_a_sampled_trace_counts_only_the_lines_it_sends_as_earlier(tmp_path: Path) -> None:
+    path = trace(tmp_path, [line(k * 10, 20, [0]) for k in range(40)])
+    items = sent(path, sample=0.3, seed=2)
+    assert 0 < len(items) < 40
+    assert items[0].entry.tags["x-abserve-source-line"] != "1"  # the sample left line 1 out...
+    shared = [i.entry.tags["x-abserve-shared-prefix"] for i in items]
+    assert shared == ["no"] + ["yes"] * (len(items) - 1)  # ...so the first one sent is not shared
