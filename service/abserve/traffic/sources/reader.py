@@ -19,7 +19,7 @@ from typing import Any
 
 from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.corpus import CorpusEntry, derive_seed
-from abserve.traffic.sources import bench_datasets, corpus_jsonl, openai_jsonl
+from abserve.traffic.sources import formats
 from abserve.traffic.sources.imported import Imported, LineError
 from abserve.traffic.sources.lines import RawItem, is_array_file, iter_items
 from abserve.traffic.sources.prepare import SamplingRefused, prepare
@@ -93,35 +93,13 @@ class FileCheck:
         return text
 
 
-def detect(value: Any) -> str:
-    """The format of one item (``format: auto``)."""
-    if not isinstance(value, dict):
-        raise LineError("expected a JSON object")
-    if corpus_jsonl.looks_like(value):
-        return "corpus"
-    if openai_jsonl.looks_like(value):
-        return "openai"
-    if bench_datasets.looks_like_sharegpt(value):
-        return "bench-sharegpt"
-    if bench_datasets.looks_like_custom(value):
-        return "bench-custom"
-    raise LineError("unknown line format (an OpenAI request with 'model', a vllm bench "
-                    "custom or ShareGPT entry, or an abserve corpus line)")
-
-
 def read_items(raw: RawItem, src: FileSource, array: bool) -> list[Imported]:
-    """The requests of one item as its format's reader understands them (a ShareGPT
-    conversation of several turns: one per turn, unless ``sessions: false``)."""
-    fmt = src.format if src.format != "auto" else "bench-sharegpt" if array else detect(raw.value)
-    if fmt == "openai":
-        return [openai_jsonl.parse(raw.value, raw.line)]
-    if fmt == "corpus":
-        return [corpus_jsonl.parse(raw.value, raw.line)]
-    if fmt == "bench-sharegpt":
-        if src.sessions:
-            return bench_datasets.parse_sharegpt_turns(raw.value, raw.line, src.max_tokens)
-        return [bench_datasets.parse_sharegpt(raw.value, raw.line, src.max_tokens)]
-    return [bench_datasets.parse_custom(raw.value, raw.line, src.max_tokens)]
+    """The requests of one item as its format's reader understands them (``formats``:
+    auto-detected unless the source names one; a file that is one JSON array is
+    ``formats.ARRAY_FORMAT``; a ShareGPT conversation of several turns: one per turn, unless
+    ``sessions: false``)."""
+    fmt = formats.ARRAY_FORMAT if src.format == formats.AUTO and array else src.format
+    return formats.read_items(raw.value, raw.line, fmt, src)
 
 
 def kept(src: FileSource, line: int) -> bool:
