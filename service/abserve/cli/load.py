@@ -11,6 +11,7 @@ import typer
 
 from abserve.base import exit_codes
 from abserve.base.limits import MAX_ERROR_RATE
+from abserve.traffic.sources import formats
 
 if TYPE_CHECKING:
     from abserve.traffic.sources import FileSource
@@ -53,7 +54,7 @@ def load(
     requests_file: Annotated[Path | None, typer.Option(
         help="send this traffic file instead of a profile (docs/traffic-files.md)")] = None,
     file_format: Annotated[str, typer.Option(
-        "--format", help="auto | openai | bench-custom | bench-sharegpt | corpus | mooncake")] = "auto",
+        "--format", help=formats.names_help())] = "auto",
     replay: Annotated[str, typer.Option(
         help="recorded: at the file's arrival times (--users caps requests in flight); "
              "closed: --users users back to back")] = "recorded",

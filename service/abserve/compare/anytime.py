@@ -32,18 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import betaln
 
-
-@dataclass(frozen=True)
-class Interval:
-    """An estimate and its anytime-valid interval (``-inf``/``inf`` when not yet bounded)."""
-
-    estimate: float
-    low: float
-    high: float
-
-    @property
-    def bounded(self) -> bool:
-        return math.isfinite(self.low) and math.isfinite(self.high)
+from abserve.compare.interval import Interval
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ Pure; the intervals come from ``abserve.compare.sequential``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from abserve.compare.verdict import latency_outcome, threshold_for
 from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
+GateRule = TypeVar("GateRule", ImprovementRule, PerItemRule)
 
 
 def _lo(look: Look) -> float:
@@ -79,6 +81,11 @@ def _alpha(policy: Policy) -> float:
     return 1.0 - policy.confidence
 
 
+def _path(design: Design, column: str, policy: Policy) -> list[Look]:
+    """The anytime-valid path of one coefficient of ``design`` over the looks."""
+    return coefficient_path(design, column, _alpha(policy), policy.sequential.phi, policy.sequential.clip)
+
+
 def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
                ends: Sequence[int], placement_known: bool) -> MetricLine:
     """One latency rule on the counterbalanced shift of the mean, anytime-valid."""
@@ -87,7 +94,7 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
     if len(design.diffs) < policy.min_samples or not design.looks:
         line.reason = f"{len(design.diffs)} paired requests, fewer than the {policy.min_samples} required"
         return line
-    path = coefficient_path(design, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
+    path = _path(design, "shift", policy)
     last = path[-1]
     base_v = float(np.median(baseline))
     threshold = threshold_for(rule, base_v)
@@ -133,7 +140,7 @@ def _unknown_placement(rule: MetricRule, outcome: Outcome, reason: str, last: Lo
 
 
 def _drift(design: Design, threshold: float, policy: Policy) -> Drift:
-    path = coefficient_path(design, "drift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
+    path = _path(design, "drift", policy)
     last = path[-1]
     low, high = _lo(last), _hi(last)
     beyond = threshold > 0 and (low > threshold or high < -threshold)
@@ -150,11 +157,7 @@ def improvement_line(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
     if len(part.diffs) < policy.min_samples or not part.looks:
         line.reason = line.reason or "no look holds its pairs yet"
         return guarded(line, rule.critical, rule.required, len(part.diffs) > 0)
-    last = coefficient_path(part, "shift", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
-    end = last[-1]
-    decide_improvement(line, rule, _est(end), _lo(end), _hi(end))
-    line.method, line.trajectory = "anytime-counterbalanced", _looks(last)
-    return guarded(line, rule.critical, rule.required, True)
+    return _judged(line, rule, _path(part, "shift", policy), "anytime-counterbalanced", decide_improvement)
 
 
 def improvement_stub(rule: ImprovementRule, n: int, policy: Policy) -> MetricLine:
@@ -174,13 +177,10 @@ def decide_improvement(line: MetricLine, rule: ImprovementRule, estimate: float,
     """Pass when the interval proves the candidate faster by ``at_least``; fail when ruled out."""
     span = f"{ms(estimate)} [{ms(low)}, {ms(high)}]"
     claim = f"faster by at least {ms(rule.at_least, signed=False)}"
-    if high < -rule.at_least:
-        line.outcome, line.reason = "pass", f"{span}: improvement proven ({claim})"
-    elif low > -rule.at_least:
-        line.outcome, line.reason = "fail", f"{span}: the claimed improvement ({claim}) is ruled out"
-    else:
-        line.reason = f"{span}: not yet known whether {claim}"
-    line.estimate, line.low, line.high = estimate, finite(low), finite(high)
+    _settle(line, (estimate, low, high), (high < -rule.at_least, low > -rule.at_least),
+            (f"{span}: improvement proven ({claim})",
+             f"{span}: the claimed improvement ({claim}) is ruled out",
+             f"{span}: not yet known whether {claim}"))
 
 
 def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, policy: Policy,
@@ -190,11 +190,7 @@ def per_item_line(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, 
     line, fits = per_item_stub(rule, design.items, policy)
     if not fits:
         return guarded(line, rule.critical, rule.required, varied(design.items))
-    path = coefficient_path(design, "per_item", _alpha(policy), policy.sequential.phi, policy.sequential.clip)
-    end = path[-1]
-    decide_per_item(line, rule, _est(end), _lo(end), _hi(end))
-    line.method, line.trajectory = "anytime-regression", _looks(path)
-    return guarded(line, rule.critical, rule.required, True)
+    return _judged(line, rule, _path(design, "per_item", policy), "anytime-regression", decide_per_item)
 
 
 def varied(items: Sequence[int | None]) -> bool:
@@ -219,12 +215,32 @@ def decide_per_item(line: MetricLine, rule: PerItemRule, estimate: float, low: f
     """Pass when the slope's interval is at most the allowed cost per item; fail when beyond."""
     span = f"{us(estimate)} [{us(low)}, {us(high)}] per item"
     limit = f"allowed {us(rule.allowed)} per item"
-    if high <= rule.allowed:
-        line.outcome, line.reason = "pass", f"{span}: within the {limit}"
-    elif low > rule.allowed:
-        line.outcome, line.reason = "fail", f"{span}: beyond the {limit}"
+    _settle(line, (estimate, low, high), (high <= rule.allowed, low > rule.allowed),
+            (f"{span}: within the {limit}", f"{span}: beyond the {limit}",
+             f"{span}: interval reaches beyond the {limit}"))
+
+
+def _judged(line: MetricLine, rule: GateRule, path: list[Look], method: str,
+            decide: Callable[[MetricLine, GateRule, float, float, float], None]) -> MetricLine:
+    """An improvement or per-item gate judged at the last look of its coefficient's path."""
+    end = path[-1]
+    decide(line, rule, _est(end), _lo(end), _hi(end))
+    line.method, line.trajectory = method, _looks(path)
+    return guarded(line, rule.critical, rule.required, True)
+
+
+def _settle(line: MetricLine, interval: tuple[float, float, float], ends: tuple[bool, bool],
+            reasons: tuple[str, str, str]) -> None:
+    """The ladder of both gates: ``pass`` when ``ends[0]`` (proven), ``fail`` when ``ends[1]``
+    (ruled out), else undecided; each with its reason. The interval is kept, bounds finite."""
+    estimate, low, high = interval
+    proven, ruled_out = ends
+    if proven:
+        line.outcome, line.reason = "pass", reasons[0]
+    elif ruled_out:
+        line.outcome, line.reason = "fail", reasons[1]
     else:
-        line.reason = f"{span}: interval reaches beyond the {limit}"
+        line.reason = reasons[2]
     line.estimate, line.low, line.high = estimate, finite(low), finite(high)
 
 

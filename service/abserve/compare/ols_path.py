@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from abserve.compare.anytime import Interval, OlsFit, fit_from_moments
+from abserve.compare.anytime import OlsFit, fit_from_moments
+from abserve.compare.interval import Interval
 from abserve.compare.prefix_order import PrefixOrder
 
 DIRECT_BELOW = 64  # looks of fewer pairs are fitted directly (cheap, and where rounding is largest)

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abserve.compare.anytime import Interval, anytime_ols
+from abserve.compare.anytime import anytime_ols
 from abserve.compare.blocked import placements
+from abserve.compare.interval import Interval
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
 from abserve.compare.ols_path import running_path

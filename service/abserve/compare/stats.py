@@ -22,20 +22,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
+from abserve.compare.interval import Interval
+
 EXACT_LIMIT = 400  # largest n for which the signed-rank null distribution is computed exactly
 
 Array = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Interval:
-    """An estimate with a two-sided confidence interval."""
-
-    estimate: float
-    low: float
-    high: float
-    n: int
-    confidence: float
 
 
 def _clean(values: ArrayLike) -> Array:

@@ -13,12 +13,15 @@ the blocks and placements are there. Pure checks over the parsed JSON;
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from abserve.base import module_cli
 from abserve.compare.model import EXIT_CODES
 
 
@@ -127,46 +130,73 @@ def _expectations(items: list[str]) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+app = module_cli.app_of()
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the check was asked to find (its options)."""
+
+    exit_code: int
+    expect: list[str]
+    decided: bool
+    min_exchanges: int
+    blocks: int | None
+    batch_noise: bool
+    invalid_because: str | None
+
+
+@app.command()
+def check_dir(
+    report_dir: Annotated[Path, typer.Argument()],
+    exit_code: Annotated[int, typer.Option(help="what scripts/signoff.sh returned")],
+    expect: Annotated[list[str] | None, typer.Option(
+        help="ARM=MODE, e.g. b=bisect, or ARM=identified (an arm without a lookup)")] = None,
+    decided: Annotated[bool, typer.Option(
+        "--decided", help="the run must have stopped decided, before its budget was spent")] = False,
+    min_exchanges: Annotated[int, typer.Option()] = 1,
+    blocks: Annotated[int | None, typer.Option(help="a rotation: its number of blocks")] = None,
+    batch_noise: Annotated[bool, typer.Option(
+        "--batch-noise", help="concurrent load: outputs may differ by batch noise; only "
+                              "incomparable exchanges count against equality")] = False,
+    invalid_because: Annotated[str | None, typer.Option(
+        help="a fault case: expect an invalid run with a reason containing this")] = None,
+) -> None:
     """Exit 0 when the report in REPORT_DIR passes every check, 1 (with each problem) if not."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report_dir", type=Path)
-    parser.add_argument("--exit-code", type=int, required=True, help="what scripts/signoff.sh returned")
-    parser.add_argument("--expect", action="append", default=[],
-                        help="ARM=MODE, e.g. b=bisect, or ARM=identified (an arm without a lookup)")
-    parser.add_argument("--decided", action="store_true",
-                        help="the run must have stopped decided, before its budget was spent")
-    parser.add_argument("--min-exchanges", type=int, default=1)
-    parser.add_argument("--blocks", type=int, default=None, help="a rotation: its number of blocks")
-    parser.add_argument("--batch-noise", action="store_true",
-                        help="concurrent load: outputs may differ by batch noise; only incomparable "
-                             "exchanges count against equality")
-    parser.add_argument("--invalid-because", default=None,
-                        help="a fault case: expect an invalid run with a reason containing this")
-    args = parser.parse_args(argv)
-    path = args.report_dir / "report.json"
+    asked = Asked(exit_code, expect or [], decided, min_exchanges, blocks, batch_noise, invalid_because)
+    if _problems(report_dir / "report.json", asked):
+        raise typer.Exit(1)
+
+
+def _problems(path: Path, asked: Asked) -> list[str]:
+    """Check the report at ``path``; print each problem, or one line saying what passed."""
     try:
         report = json.loads(path.read_text())
-        if args.invalid_because is not None:
-            problems = check_invalid(report, args.exit_code, args.invalid_because,
-                                     min_exchanges=args.min_exchanges)
+        if asked.invalid_because is not None:
+            problems = check_invalid(report, asked.exit_code, asked.invalid_because,
+                                     min_exchanges=asked.min_exchanges)
         else:
-            problems = check(report, args.exit_code, _expectations(args.expect),
-                             min_exchanges=args.min_exchanges, blocks=args.blocks,
-                             batch_noise=args.batch_noise, decided=args.decided)
+            problems = check(report, asked.exit_code, _expectations(asked.expect),
+                             min_exchanges=asked.min_exchanges, blocks=asked.blocks,
+                             batch_noise=asked.batch_noise, decided=asked.decided)
     except (OSError, ValueError) as exc:
         problems = [str(exc)]
     for problem in problems:
         print(f"check_report: {path}: {problem}", file=sys.stderr)
-    if not problems and args.invalid_because is not None:
+    if not problems and asked.invalid_because is not None:
         print(f"check_report: {path}: invalid (exit 3) as expected, {report['exchanges_total']} "
               f"exchanges: {report['invalid_reasons']}")
     elif not problems:
         arms = report.get("arms", {})
         proofs = ", ".join(f"{a}={arms[a]['proven_lookup'] or 'identified'}" for a in sorted(arms))
-        print(f"check_report: {path}: {report['verdict']} (exit {args.exit_code}), "
+        print(f"check_report: {path}: {report['verdict']} (exit {asked.exit_code}), "
               f"{report['exchanges_total']} exchanges, proven {proofs}")
-    return 1 if problems else 0
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when the report in REPORT_DIR passes every check, 1 (with each problem) if not."""
+    return module_cli.run(app, argv, "python -m abserve.deploy.check_report")
 
 
 if __name__ == "__main__":

@@ -33,18 +33,19 @@ Pure apart from ``main``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import yaml
 from pydantic import model_validator
 
 from abserve.arms.compose_target import ARM_PORT, arm_url
+from abserve.base import module_cli
 from abserve.base.packaged import packaged_root
 from abserve.base.yamlfile import YamlFileError
 from abserve.config import ExperimentConfig, LoadItem, load_experiment_as
@@ -366,33 +367,41 @@ def arm_images(experiment: ExperimentConfig, resolved_compose: str) -> dict[str,
             for arm in compose_arms(experiment)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m abserve.deploy.compose_env CONFIG``: print the env file, or the error."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", type=Path, help="an experiment config under configs/ or traffic/, "
-                                                  "relative to the repo root")
-    parser.add_argument("--arms-compose", action="store_true",
-                        help="print the compose file of the config's extra arms, made from the "
-                             "compose file on stdin (empty when there are none)")
-    parser.add_argument("--arm-images", action="store_true",
-                        help="print ARM=IMAGE for each arm of the config, from the resolved "
-                             "compose file on stdin (`docker compose config`)")
-    args = parser.parse_args(argv)
+app = module_cli.app_of()
+
+
+@app.command()
+def derive(
+    config: Annotated[Path, typer.Argument(
+        help="an experiment config under configs/ or traffic/, relative to the repo root")],
+    arms_compose: Annotated[bool, typer.Option(
+        "--arms-compose", help="print the compose file of the config's extra arms, made from the "
+                               "compose file on stdin (empty when there are none)")] = False,
+    images_asked: Annotated[bool, typer.Option(
+        "--arm-images", help="print ARM=IMAGE for each arm of the config, from the resolved "
+                             "compose file on stdin (`docker compose config`)")] = False,
+) -> None:
+    """Print the env file of CONFIG (or, with a flag, its extra arms' compose file or its arms'
+    images); exit 2 with the error when the config cannot run under compose."""
     try:
-        experiment = load_experiment(args.config)
-        if args.arm_images:
+        experiment = load_experiment(config)
+        if images_asked:
             images = arm_images(experiment, sys.stdin.read())
             sys.stdout.write(" ".join(f"{arm}={image}" for arm, image in images.items()) + "\n")
-            return 0
-        if args.arms_compose:
+            return
+        if arms_compose:
             sys.stdout.write(extra_arms_compose(experiment, sys.stdin.read()))
-            return 0
-        text = render_env_file(compose_env(experiment, args.config.as_posix()))
+            return
+        text = render_env_file(compose_env(experiment, config.as_posix()))
     except (OSError, ValueError, yaml.YAMLError, YamlFileError) as exc:  # ConfigError is a ValueError
-        print(f"compose_env: {args.config}: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(f"# derived from {args.config.as_posix()} by abserve.deploy.compose_env\n{text}")
-    return 0
+        print(f"compose_env: {config}: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    sys.stdout.write(f"# derived from {config.as_posix()} by abserve.deploy.compose_env\n{text}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m abserve.deploy.compose_env CONFIG``: print the env file, or the error."""
+    return module_cli.run(app, argv, "python -m abserve.deploy.compose_env")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from abserve.ledger.entry import AcceptedBuild, GateEffect
 from abserve.ledger.site_data import SignOff
 from abserve.ledger.site_views import build_label, effect_text, signed, unit_of, when
 from abserve.report import svg
+from abserve.report.svg_parts import COLORS
 
 MAX_TABLE_ROWS = 200
 LEGEND = "sign-offs oldest → newest: interval, estimate"
@@ -135,7 +136,7 @@ def equality_chart(signoffs: Sequence[SignOff]) -> Markup | None:
                           "mismatch rate (%)", x_label="",
                           legend="sign-offs oldest → newest: rate to bound, rate",
                           tip="sign-off #", points_are="sign-offs",
-                          color=svg.COLORS[3])
+                          color=COLORS[3])
 
 
 def _pct(v: float | None) -> str:

@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -175,21 +176,24 @@ class Proof:
         return self.proven is not None and self.proven == self.expected
 
 
+def add_counts(total: object, more: object, names: Iterable[str]) -> None:
+    """Add ``more``'s counters named ``names`` into ``total``: numbers summed, histograms
+    (bucket -> count) merged. The one sum of lookup work: a server's ``Counters`` over its
+    processes, and a rotated run's ``records.LookupTelemetry`` over its blocks."""
+    for name in names:
+        mine, theirs = getattr(total, name), getattr(more, name)
+        if isinstance(mine, dict):
+            for bucket, count in theirs.items():
+                mine[bucket] = mine.get(bucket, 0) + count
+        else:
+            setattr(total, name, mine + theirs)
+
+
 def sum_counters(records: list[ProcessTelemetry]) -> Counters:
     """Counters summed over processes (histograms merged)."""
     total = Counters()
     for record in records:
-        c = record.counters
-        total.lookup_calls += c.lookup_calls
-        total.items_examined += c.items_examined
-        total.lookup_ns += c.lookup_ns
-        total.gather_calls += c.gather_calls
-        total.gather_ns += c.gather_ns
-        total.faults_injected += c.faults_injected
-        for bucket, count in c.items_per_request.items():
-            total.items_per_request[bucket] = total.items_per_request.get(bucket, 0) + count
-        for bucket, count in c.examined_per_request.items():
-            total.examined_per_request[bucket] = total.examined_per_request.get(bucket, 0) + count
+        add_counts(total, record.counters, [f.name for f in fields(Counters)])
     return total
 
 

@@ -25,7 +25,7 @@ from abserve.base.units import ms, us
 from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
 from abserve.report import svg_log
-from abserve.report.svg import COLORS
+from abserve.report.svg_parts import COLORS
 
 METRICS = ("tpot", "ttft")
 NAMES = {"tpot": "TPOT (time per output token)", "ttft": "TTFT (time to first token)"}

@@ -19,10 +19,21 @@ from html import escape
 from markupsafe import Markup
 
 from abserve.report import capped
+from abserve.report.svg_parts import (
+    COLORS,
+    HEIGHT,
+    PAD_B,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    WIDTH,
+    document,
+    fmt,
+    text,
+    y_tick,
+    y_title,
+)
 
-WIDTH, HEIGHT = 560, 240
-PAD_L, PAD_R, PAD_T, PAD_B = 64, 16, 16, 40
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 MAX_DOTS = 48  # look markers drawn per trajectory
 MAX_LOOKS_DRAWN = 400  # looks the line and band are drawn through (a soak's hundreds: evenly spaced)
 
@@ -39,12 +50,6 @@ class IntervalRow:
     outcome: str = ""
 
 
-def _fmt(v: float) -> str:
-    if v == 0 or 0.01 <= abs(v) < 10_000:
-        return f"{v:.3g}"
-    return f"{v:.2e}"
-
-
 def _scale(lo: float, hi: float, a: float, b: float) -> tuple[float, float]:
     """Linear map of [lo, hi] onto [a, b] as (slope, offset)."""
     if hi <= lo:
@@ -53,30 +58,14 @@ def _scale(lo: float, hi: float, a: float, b: float) -> tuple[float, float]:
     return slope, a - slope * lo
 
 
-def _svg(body: list[str], title: str, height: int = HEIGHT) -> Markup:
-    head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
-        f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}">'
-        f"<title>{escape(title)}</title>"
-    )
-    return Markup(head + "".join(body) + "</svg>")
-
-
-def _text(x: float, y: float, s: str, anchor: str = "middle", size: int = 11) -> str:
-    return (
-        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-        f'font-family="sans-serif">{escape(s)}</text>'
-    )
-
-
 def _x_axis(lo: float, hi: float, sx: tuple[float, float], y: float, label: str,
             ticks: Sequence[float] | None = None) -> list[str]:
     out = [f'<line x1="{PAD_L}" y1="{y}" x2="{WIDTH - PAD_R}" y2="{y}" stroke="#555"/>']
     for v in ticks if ticks is not None else [lo + (hi - lo) * i / 4 for i in range(5)]:
         x = sx[0] * v + sx[1]
         out.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#555"/>')
-        out.append(_text(x, y + 16, _fmt(v)))
-    out.append(_text((PAD_L + WIDTH - PAD_R) / 2, y + 32, label))
+        out.append(text(x, y + 16, fmt(v)))
+    out.append(text((PAD_L + WIDTH - PAD_R) / 2, y + 32, label))
     return out
 
 
@@ -89,7 +78,7 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_lab
     sx = _scale(lo, hi, PAD_L, WIDTH - PAD_R)
     sy = _scale(0.0, 1.0, HEIGHT - PAD_B, PAD_T)
     body = _x_axis(lo, hi, sx, HEIGHT - PAD_B, x_label)
-    body += [_text(PAD_L - 6, sy[0] * v + sy[1] + 4, f"{v:.0%}", "end") for v in (0, 0.5, 1)]
+    body += [text(PAD_L - 6, sy[0] * v + sy[1] + 4, f"{v:.0%}", "end") for v in (0, 0.5, 1)]
     for i, (name, s) in enumerate(series.items()):
         color = COLORS[i % len(COLORS)]
         coords = " ".join(
@@ -97,8 +86,8 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_lab
         )
         body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
         body.append(f'<rect x="{PAD_L + 8}" y="{PAD_T + 14 * i}" width="10" height="10" fill="{color}"/>')
-        body.append(_text(PAD_L + 22, PAD_T + 9 + 14 * i, name, "start"))
-    return _svg(body, title)
+        body.append(text(PAD_L + 22, PAD_T + 9 + 14 * i, name, "start"))
+    return document(body, title)
 
 
 def intervals(rows: Sequence[IntervalRow], title: str, x_label: str) -> Markup:
@@ -120,7 +109,7 @@ def intervals(rows: Sequence[IntervalRow], title: str, x_label: str) -> Markup:
     for i, r in enumerate(rows):
         y = PAD_T + 13 + 26 * i
         color = {"pass": "#2ca02c", "fail": "#d62728"}.get(r.outcome, "#ff7f0e")
-        body.append(_text(left - 8, y + 4, f"{r.label} ({r.outcome})", "end"))
+        body.append(text(left - 8, y + 4, f"{r.label} ({r.outcome})", "end"))
         if r.threshold is not None and math.isfinite(r.threshold):
             for t in {r.threshold, -r.threshold}:
                 x = sx[0] * t + sx[1]
@@ -135,7 +124,7 @@ def intervals(rows: Sequence[IntervalRow], title: str, x_label: str) -> Markup:
             )
         cx = sx[0] * r.estimate + sx[1]
         body.append(f'<circle cx="{cx:.1f}" cy="{y}" r="4" fill="{color}"/>')
-    return _svg(body, title, height)
+    return document(body, title, height)
 
 
 def bars(values: dict[str, float], title: str, y_label: str) -> Markup:
@@ -148,24 +137,24 @@ def bars(values: dict[str, float], title: str, y_label: str) -> Markup:
     body = [
         f'<line x1="{PAD_L}" y1="{HEIGHT - PAD_B}" x2="{WIDTH - PAD_R}" y2="{HEIGHT - PAD_B}" stroke="#555"/>'
     ]
-    body += [_text(PAD_L - 6, sy[0] * v + sy[1] + 4, _fmt(v), "end") for v in (0.0, top)]
-    body.append(_text(14, PAD_T + 80, y_label, "middle", 10))
+    body += [text(PAD_L - 6, sy[0] * v + sy[1] + 4, fmt(v), "end") for v in (0.0, top)]
+    body.append(text(14, PAD_T + 80, y_label, "middle", 10))
     step = max(1, len(values) // 16)
     for i, (label, v) in enumerate(values.items()):
         x, y = PAD_L + i * width, sy[0] * max(v, 0.0) + sy[1]
         body.append(
             f'<rect x="{x + 1:.1f}" y="{y:.1f}" width="{max(width - 2, 1):.1f}" '
             f'height="{HEIGHT - PAD_B - y:.1f}" fill="{COLORS[0]}"><title>{escape(label)}: '
-            f"{escape(_fmt(v))}</title></rect>"
+            f"{escape(fmt(v))}</title></rect>"
         )
         if i % step == 0:
-            body.append(_text(x + width / 2, HEIGHT - PAD_B + 14, label, "middle", 10))
-    return _svg(body, title)
+            body.append(text(x + width / 2, HEIGHT - PAD_B + 14, label, "middle", 10))
+    return document(body, title)
 
 
 def empty(title: str) -> Markup:
     """A placeholder chart saying there is nothing to plot."""
-    return _svg([_text(WIDTH / 2, HEIGHT / 2, f"{title}: no data")], title)
+    return document([text(WIDTH / 2, HEIGHT / 2, f"{title}: no data")], title)
 
 
 @dataclass(frozen=True)
@@ -193,13 +182,8 @@ def _y_axis(lo: float, hi: float, sy: tuple[float, float], height: int, label: s
     for i in range(5):
         v = lo + (hi - lo) * i / 4
         y = sy[0] * v + sy[1]
-        out.append(f'<line x1="{PAD_L - 4}" y1="{y:.1f}" x2="{PAD_L}" y2="{y:.1f}" stroke="#555"/>')
-        out.append(_text(PAD_L - 6, y + 4, _fmt(v), "end", 10))
-    mid = (PAD_T + height - PAD_B) / 2
-    out.append(
-        f'<text x="12" y="{mid:.1f}" font-size="10" text-anchor="middle" font-family="sans-serif" '
-        f'transform="rotate(-90 12 {mid:.1f})">{escape(label)}</text>'
-    )
+        out += y_tick(y, v)
+    out.append(y_title(label, (PAD_T + height - PAD_B) / 2))
     return out
 
 
@@ -248,10 +232,10 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
         if not r.label:
             continue
         if any(abs(y - 4 - other) < 12 for other in placed):
-            body.append(_text(PAD_L + 4, y + 13, r.label, "start", 10))
+            body.append(text(PAD_L + 4, y + 13, r.label, "start", 10))
         else:
             placed.append(y - 4)
-            body.append(_text(WIDTH - PAD_R - 2, y - 4, r.label, "end", 10))
+            body.append(text(WIDTH - PAD_R - 2, y - 4, r.label, "end", 10))
     line = " ".join(xy(p.n, p.estimate) for p in pts)
     body.append(f'<polyline class="estimate" fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
     # a long run: a dot (and tooltip) every step-th look, the last one always: MAX_DOTS at most
@@ -260,10 +244,10 @@ def trajectory(points: Sequence[Point], refs: Sequence[Reference], title: str, y
         cx, cy = xy(p.n, p.estimate).split(",")
         body.append(
             f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"><title>{escape(tip)}{p.n:.0f}: '
-            f"{escape(_fmt(p.estimate))} [{escape(_fmt(p.low))}, {escape(_fmt(p.high))}]</title></circle>"
+            f"{escape(fmt(p.estimate))} [{escape(fmt(p.low))}, {escape(fmt(p.high))}]</title></circle>"
         )
     body.append(f'<rect x="{PAD_L}" y="{height - 16}" width="10" height="10" fill="{color}" '
                 'fill-opacity="0.3"/>')
     drawn = "" if len(pts) == looks else f" ({len(pts)} of {looks:,} {points_are} drawn, evenly spaced)"
-    body.append(_text(PAD_L + 14, height - 7, legend + drawn, "start", 10))
-    return _svg(body, title, height)
+    body.append(text(PAD_L + 14, height - 7, legend + drawn, "start", 10))
+    return document(body, title, height)

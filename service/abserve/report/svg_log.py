@@ -15,7 +15,19 @@ from html import escape
 
 from markupsafe import Markup
 
-from abserve.report.svg import COLORS, HEIGHT, PAD_B, PAD_L, PAD_R, PAD_T, WIDTH, _fmt, _svg, _text
+from abserve.report.svg_parts import (
+    COLORS,
+    HEIGHT,
+    PAD_B,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    WIDTH,
+    document,
+    text,
+    y_tick,
+    y_title,
+)
 
 
 @dataclass(frozen=True)
@@ -135,15 +147,12 @@ def draw(chart: Chart, x_lo: float, x_hi: float) -> Markup:
     for t in x_ticks(x_lo, x_hi):
         x = sx(t)
         body.append(f'<line x1="{x:.1f}" y1="{h - PAD_B}" x2="{x:.1f}" y2="{h - PAD_B + 4}" stroke="#555"/>')
-        body.append(_text(x, h - PAD_B + 16, f"{t:.0f}"))
-    body.append(_text((PAD_L + WIDTH - PAD_R) / 2, h - PAD_B + 32, "images per request (log scale)"))
+        body.append(text(x, h - PAD_B + 16, f"{t:.0f}"))
+    body.append(text((PAD_L + WIDTH - PAD_R) / 2, h - PAD_B + 32, "images per request (log scale)"))
     for t in _y_ticks(y_lo, y_hi, chart.log_y):
         y = y_of(t)
-        body.append(f'<line x1="{PAD_L - 4}" y1="{y:.1f}" x2="{PAD_L}" y2="{y:.1f}" stroke="#555"/>')
-        body.append(_text(PAD_L - 6, y + 4, _fmt(t), "end", 10))
-    mid = (top + h - PAD_B) / 2
-    body.append(f'<text x="12" y="{mid:.1f}" font-size="10" text-anchor="middle" font-family="sans-serif" '
-                f'transform="rotate(-90 12 {mid:.1f})">{escape(chart.y_label)}</text>')
+        body += y_tick(y, t)
+    body.append(y_title(chart.y_label, (top + h - PAD_B) / 2))
     if chart.zero_line and not chart.log_y and y_lo < 0 < y_hi:
         body.append(f'<line x1="{PAD_L}" y1="{y_of(0):.1f}" x2="{WIDTH - PAD_R}" y2="{y_of(0):.1f}" '
                     'stroke="#999" stroke-dasharray="1,2"/>')
@@ -160,8 +169,8 @@ def draw(chart: Chart, x_lo: float, x_hi: float) -> Markup:
         y = PAD_T - 6 + 13 * i
         body.append(f'<line x1="{PAD_L + 8}" y1="{y}" x2="{PAD_L + 24}" y2="{y}" stroke="{color}" '
                     f'stroke-width="2" stroke-dasharray="{dash or "none"}"/>')
-        body.append(_text(PAD_L + 28, y + 4, name, "start", 10))
-    return _svg(body, chart.title, h)
+        body.append(text(PAD_L + 28, y + 4, name, "start", 10))
+    return document(body, chart.title, h)
 
 
 def _series(s: XSeries, sx: Axis, y_of: Callable[[float], float]) -> list[str]:

@@ -37,7 +37,6 @@ across workers:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -49,8 +48,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from abserve.base import module_cli
 from abserve.base.parent_watch import parent_gone
 from abserve.router.admission import SharedCounts, create_counts
 from abserve.router.metrics import MULTIPROC_ENV
@@ -203,21 +205,21 @@ def serve_workers(config: Path, overrides: dict[str, Any], workers: int) -> None
     Supervisor(config, settings, workers, overrides).run()
 
 
-def _worker(argv: list[str]) -> None:
+worker_app = module_cli.app_of()
+
+
+@worker_app.command()
+def _worker(config: Annotated[Path, typer.Option()], index: Annotated[int, typer.Option()],
+            admission: Annotated[Path, typer.Option()],
+            overrides: Annotated[str, typer.Option()] = "{}") -> None:
     """One worker: the router app on the supervisor's socket, writing into its run."""
-    parser = argparse.ArgumentParser(prog="abserve.router.workers")
-    parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--index", type=int, required=True)
-    parser.add_argument("--admission", type=Path, required=True)
-    parser.add_argument("--overrides", default="{}")
-    args = parser.parse_args(argv)
-    settings = load_settings(args.config, **json.loads(args.overrides))
+    settings = load_settings(config, **json.loads(overrides))
     logging.basicConfig(level=logging.INFO,
-                        format=f"%(asctime)s %(levelname)s %(name)s[w{args.index}] %(message)s")
-    shared = SharedCounts(args.admission, args.index)  # zeroes a dead predecessor's counts
+                        format=f"%(asctime)s %(levelname)s %(name)s[w{index}] %(message)s")
+    shared = SharedCounts(admission, index)  # zeroes a dead predecessor's counts
     run_app(settings, bind_port(settings.host, settings.port, listen=True), own_run=False,
             shared=shared)
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1:])
+    raise SystemExit(module_cli.run(worker_app, None, "abserve.router.workers"))

@@ -43,8 +43,8 @@ from abserve.model.placement import (  # noqa: F401  (the pure plan lives there;
 from abserve.model.provenance import BlockNeighbours, BlockRecord
 
 if TYPE_CHECKING:
-    from abserve.config import ExperimentConfig
     from abserve.arms.server import VllmServer
+    from abserve.config import ExperimentConfig
 
 def experiment_blocks(config: ExperimentConfig) -> list[Block]:
     """The block plan of an experiment config (its ``blocks`` section and arms)."""

@@ -21,9 +21,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from abserve.runs.blocks import parse_placement
 from abserve.model.provenance import BlockRecord
-from abserve.model.records import ArmProvenance, RunInfo
+from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
+from abserve.model.telemetry import add_counts
+from abserve.runs.blocks import parse_placement
 from abserve.store import Store
 from abserve.store.urls import shown_url
 
@@ -111,15 +112,6 @@ def _summed(name: str, runs: Sequence[RunInfo]) -> ArmProvenance:
     arm = runs[0].arms[name].model_copy(deep=True)
     total = arm.telemetry
     for run in runs[1:]:
-        t = run.arms[name].telemetry
-        total.lookup_calls += t.lookup_calls
-        total.items_examined += t.items_examined
-        total.lookup_seconds += t.lookup_seconds
-        total.gather_calls += t.gather_calls
-        total.gather_seconds += t.gather_seconds
-        for bucket, count in t.items_per_request.items():
-            total.items_per_request[bucket] = total.items_per_request.get(bucket, 0) + count
-        for bucket, count in t.examined_per_request.items():
-            total.examined_per_request[bucket] = total.examined_per_request.get(bucket, 0) + count
+        add_counts(total, run.arms[name].telemetry, LookupTelemetry.model_fields)
     arm.placement = {"rotated": [run.arms[name].placement for run in runs]}
     return arm

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from abserve.compare.family import Family, FamilyJudgment, family_judgment, judge_family, roles_for
 from abserve.compare.judge import judge_digest
-from abserve.runs.looks import IncrementalLooks
 from abserve.report.family_md import family_junit, family_markdown
+from abserve.runs.looks import IncrementalLooks
 
 if TYPE_CHECKING:
     from abserve.compare import Judgment

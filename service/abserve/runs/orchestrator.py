@@ -11,7 +11,6 @@ refuses a second concurrent run on the same machine.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from pathlib import Path
@@ -19,49 +18,35 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
-from abserve.compare import Judgment
-from abserve.compare.family import FamilyJudgment
-from abserve.compare.model import DECIDED
-from abserve.compare.policy import Policy
-from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.arms import arm_servers
 from abserve.arms.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.arms.arm_pool import ArmPool
-from abserve.model.placement import Block
-from abserve.runs.blocks import apply_placement, block_record, experiment_blocks
 from abserve.arms.compose_target import ComposeServer, compose_servers, server_identity
-from abserve.compare.family import Family
-from abserve.runs.family import family_of, interim_family, write_family_signoff
-from abserve.runs.load_seen import record_load_seen
-from abserve.runs.looks import IncrementalLooks
-from abserve.arms.neighbours import block_sampler
-from abserve.runs.context import RunContext
-from abserve.runs.load_plan import run_load_plan
-from abserve.runs.provenance import arm_provenance, run_provenance
-from abserve.runs.rounds import (
-    RoundLog,
-    block_requests,
-    block_shares,
-    infinite_plan,
-    interim_judgment,
-    judging_roles,
-    preflight_report,
-    rotations,
-    round_requests,
-    should_stop,
-    wait_recorded,
-)
-from abserve.runs.router_process import RouterProcess, router_settings
-from abserve.runs.run_guard import exclusive_run, sigterm_as_interrupt
-from abserve.arms.run_paths import LoadStopped, RunError, RunPaths, RunRefused
+from abserve.arms.run_paths import RunError, RunPaths, RunRefused
 from abserve.arms.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.arms.watch import ArmDeath, ArmDied, watch_arms
+from abserve.compare.family import Family
+from abserve.compare.policy import Policy
+from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.ledger.baseline import resolve_accepted
 from abserve.ledger.book import record_family_signoff
 from abserve.model.provenance import BlockRecord
 from abserve.model.records import RunInfo
-from abserve.report.summary_file import SummaryTarget
 from abserve.model.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
+from abserve.report.summary_file import SummaryTarget
+from abserve.runs.blocks import experiment_blocks
+from abserve.runs.context import RunContext
+from abserve.runs.family import family_of, write_family_signoff
+from abserve.runs.load_plan import run_load_plan
+from abserve.runs.load_seen import record_load_seen
+from abserve.runs.provenance import arm_provenance, run_provenance
+from abserve.runs.rounds import (
+    RoundLog,
+    judging_roles,
+    preflight_report,
+)
+from abserve.runs.router_process import RouterProcess, router_settings
+from abserve.runs.run_guard import exclusive_run, sigterm_as_interrupt
 
 EXIT_INVALID = 3
 

@@ -25,10 +25,10 @@ from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.model.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
 
 if TYPE_CHECKING:
-    from abserve.compare.policy import Policy
-    from abserve.config import ArmConfig, ExperimentConfig
     from abserve.arms.arm_checks import ArmFacts
     from abserve.arms.server import VllmServer
+    from abserve.compare.policy import Policy
+    from abserve.config import ArmConfig, ExperimentConfig
 
 
 def proven_provenance(records: list[ProcessTelemetry], expected: str | None) -> ArmProvenance:
@@ -57,8 +57,8 @@ def arm_provenance(name: str, server: VllmServer, arm: ArmConfig,
                    facts: ArmFacts | None = None) -> ArmProvenance:
     """One arm's proof (from its telemetry) or "unproven", its kind, server arguments, env
     (secrets masked), interpreter, vLLM version, model and placement."""
-    from abserve.model.arms import masked
     from abserve.arms.compose_target import ComposeServer, server_identity
+    from abserve.model.arms import masked
     from abserve.vllm_plugin import installed_vllm_version
 
     records = server.telemetry()

@@ -18,12 +18,12 @@ import time
 import httpx
 import yaml
 
-from abserve.compare.policy import Policy
-from abserve.config import ExperimentConfig
 from abserve.arms import arm_servers
-from abserve.runs.provenance import start_provenance
 from abserve.arms.run_paths import RunError, RunPaths
 from abserve.arms.server import VllmServer
+from abserve.compare.policy import Policy
+from abserve.config import ExperimentConfig
+from abserve.runs.provenance import start_provenance
 
 
 def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], paths: RunPaths,

@@ -22,15 +22,14 @@ import time
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
 
+from abserve.arms.arm_pool import ArmPool, managed
+from abserve.base.config_paths import rebase_selftest
+from abserve.base.packaged import resolve_config
 from abserve.compare import load_policy
 from abserve.compare.policy import ArmRoles, Policy
-from abserve.base.config_paths import rebase_selftest
-from abserve.arms.arm_pool import ArmPool, managed
 from abserve.runs.selftest_checks import (
-    SELFTEST_SCHEMA_VERSION,
     CheckResult,
     CheckSpec,
     ExperimentOutcome,
@@ -38,7 +37,6 @@ from abserve.runs.selftest_checks import (
     SelftestResult,
     evaluate,
 )
-from abserve.base.packaged import resolve_config
 from abserve.runs.selftest_md import results_markdown, results_table
 
 EXIT_OK, EXIT_EXPECTATION, EXIT_NOT_RUN = 0, 1, 3
@@ -56,9 +54,9 @@ def load_selftest(path: Path) -> SelftestConfig:
 def planned_pool(experiments: dict[str, Path], out: Path) -> ArmPool:
     """A pool that keeps an arm's server for the later experiments that want one like it
     (``abserve.arms.arm_pool``); an experiment that cannot be read is left to ``run_one``."""
+    from abserve.arms.run_paths import RunPaths
     from abserve.config import load_experiment
     from abserve.runs.orchestrator import RunRefused, ensure_model, make_servers
-    from abserve.arms.run_paths import RunPaths
 
     pool = ArmPool()
     for name, path in experiments.items():

@@ -31,11 +31,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from abserve.base.units import ms
 from abserve.compare.model import Judgment, MetricLine
 from abserve.model.records import LookupTelemetry
-from abserve.base.units import ms
 
 _ms = partial(ms, signed=False)  # "1.234 ms": magnitudes, the words say which way
 

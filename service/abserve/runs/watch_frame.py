@@ -20,11 +20,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from abserve.base.units import ms
 from abserve.compare import Judgment
 from abserve.compare.policy import ArmRoles, Policy
-from abserve.runs.progress import Counts, counts_table
 from abserve.model.records import Exchange, RunInfo
-from abserve.base.units import ms
+from abserve.runs.progress import Counts, counts_table
 
 FINAL_STATUSES = frozenset({"completed", "interrupted"})  # RunInfo.status once the run ended
 

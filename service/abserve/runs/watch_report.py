@@ -34,10 +34,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from abserve.base import exit_codes
 from abserve.compare import Policy, PolicyError, load_policy
-from abserve.runs.rounds import interim_judgment, parse_budget
 from abserve.model.records import Exchange, RunInfo
 from abserve.report.judging import DEFAULT_POLICY, ReportError, open_store
 from abserve.report.locate import LocateError, find_policy, find_store, override_note
+from abserve.runs.rounds import interim_judgment, parse_budget
 from abserve.runs.watch_frame import (
     FINAL_STATUSES,
     Frame,
@@ -53,8 +53,8 @@ from abserve.runs.watch_frame import (
     status_line,
 )
 from abserve.store import Store, StoreError
-from abserve.store.schema import exchanges_table
 from abserve.store.rows import exchange_from_row
+from abserve.store.schema import exchanges_table
 
 PAGE = 512
 Budget = tuple[float | None, int | None]

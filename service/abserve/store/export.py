@@ -10,9 +10,12 @@ contract, so a file from a newer schema is refused like a newer store.
 from __future__ import annotations
 
 import gzip
-import sys
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from abserve.base import module_cli
 from abserve.model.records import Exchange, RunInfo
 from abserve.store.store import Store
 
@@ -39,16 +42,22 @@ def read_run_file(path: Path) -> tuple[RunInfo, list[Exchange]]:
         return run, [Exchange.model_validate_json(line) for line in lines]
 
 
-def main(argv: list[str]) -> int:
-    """Command-line entry: DB_URL RUN_ID PATH."""
-    if len(argv) != 3:
-        print("usage: python -m abserve.store.export DB_URL RUN_ID PATH", file=sys.stderr)
-        return 2
-    with Store.open(argv[0]) as store:
-        count = write_run_file(store, argv[1], Path(argv[2]))
-    print(f"{count} exchanges of {argv[1]} written to {argv[2]}")
-    return 0
+app = module_cli.app_of()
+
+
+@app.command()
+def export(db_url: Annotated[str, typer.Argument()], run_id: Annotated[str, typer.Argument()],
+           path: Annotated[str, typer.Argument()]) -> None:
+    """Write RUN_ID of the store at DB_URL, and its exchanges, to PATH."""
+    with Store.open(db_url) as store:
+        count = write_run_file(store, run_id, Path(path))
+    print(f"{count} exchanges of {run_id} written to {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: DB_URL RUN_ID PATH (exit 2 with the usage when they are not three)."""
+    return module_cli.run(app, argv, "python -m abserve.store.export")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

@@ -53,9 +53,18 @@ def make_image(seed: int, width: int, height: int, fmt: ImageFormat,
     return EncodedImage(url, hashlib.sha256(raw).hexdigest(), len(raw), width, height, fmt)
 
 
+def data_url_bytes(url: str) -> bytes:
+    """The bytes a ``data:`` URL carries: its payload base64-decoded when the URL says
+    ``;base64``, else as written; ``ValueError`` (``binascii.Error``) for broken base64."""
+    head, _, payload = url.partition(",")
+    if head.endswith(";base64"):
+        return base64.b64decode(payload, validate=True)
+    return payload.encode()
+
+
 def decode_data_url(url: str) -> bytes:
     """The image bytes inside a ``data:image/...;base64,`` URL (for checks and tests)."""
-    head, sep, payload = url.partition(",")
+    head, sep, _ = url.partition(",")
     if not sep or not head.startswith("data:image/") or not head.endswith(";base64"):
         raise ValueError("not a base64 image data URL")
-    return base64.b64decode(payload, validate=True)
+    return data_url_bytes(url)

@@ -4,8 +4,10 @@ can draw the lookup's work per call against images per request."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
-from abserve.model.telemetry import Counters, ProcessTelemetry, sum_counters
+from abserve.model.telemetry import Counters, ProcessTelemetry, add_counts, sum_counters
 from abserve.plugin.lookup import bisect_probes, linear_examined
 from abserve.runs.combine import _summed
 from abserve.runs.provenance import proven_provenance
@@ -71,3 +73,19 @@ def test_since_a_baseline_a_process_counts_only_what_came_after() -> None:
     assert later[1].counters == counted([(2, 2)])  # a process the baseline did not know: all of it
     assert prove_lookup(since([record(7, earlier)], [record(7, earlier)]), "linear").proven is None
     assert prove_lookup(later, "linear").proven == "linear"
+
+
+def test_every_counter_of_both_kinds_is_summed_by_the_one_sum() -> None:
+    one = Counters(1, 2, 3, 4, 5, 6, {"2": 1}, {"2": 3})
+    total = Counters(10, 20, 30, 40, 50, 60, {"4": 1}, {"2": 1})
+    add_counts(total, one, [f.name for f in fields(Counters)])
+    assert total == Counters(11, 22, 33, 44, 55, 66, {"4": 1, "2": 1}, {"2": 4})
+    seconds = LookupTelemetry(lookup_calls=1, items_examined=2, lookup_seconds=0.25, gather_calls=3,
+                              gather_seconds=0.5, items_per_request={"8": 1},
+                              examined_per_request={"8": 2})
+    runs = [RunInfo(run_id=f"r{i}", started_at=0.0, arms={"b": ArmProvenance(telemetry=seconds)})
+            for i in range(3)]
+    assert _summed("b", runs).telemetry == LookupTelemetry(
+        lookup_calls=3, items_examined=6, lookup_seconds=0.75, gather_calls=9, gather_seconds=1.5,
+        items_per_request={"8": 3}, examined_per_request={"8": 6})
+    assert seconds.lookup_calls == 1  # the first block's record is copied, not summed into

@@ -2,7 +2,8 @@
 
 Formats (``docs/traffic-files.md``): OpenAI request JSON Lines as a gateway logs them
 (``openai_jsonl``), the custom and ShareGPT data sets of ``vllm bench serve``
-(``bench_datasets``), and abserve's own corpus JSON Lines (``corpus_jsonl``). The file is
+(``bench_datasets``), and abserve's own corpus JSON Lines (``corpus_jsonl``), each one entry
+of the formats' table (``formats``: name, help line, detection rule, reader). The file is
 read as a stream (``lines``), every request checked against the run's router before the
 first is sent (``reader.check_file``, ``prepare``), then replayed at its recorded arrival
 times or by closed-loop users (``replay``). Names are imported when first used: the config

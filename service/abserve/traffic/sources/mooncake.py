@@ -30,6 +30,7 @@ import functools
 import hashlib
 import random
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -109,11 +110,18 @@ class SeenIds:
 
 
 class TraceWalk:
-    """One walk through a trace, in file order: what earlier lines sent, their last arrival."""
+    """One walk through a trace, in file order: what earlier lines sent, their last arrival.
+    ``keep`` says whether the sample keeps a line: a line it leaves out is not read (and not
+    remembered as sent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[int], bool] = lambda _line: True) -> None:
+        self.keep = keep
         self.seen = SeenIds()
         self.last_ms: float | None = None
+
+    def read(self, value: Any, line: int, src: TraceSource) -> list[Imported]:
+        """The line's request, or none when the sample leaves the line out."""
+        return [self.parse(value, line, src)] if self.keep(line) else []
 
     def parse(self, value: Any, line: int, src: TraceSource) -> Imported:
         """One trace line as a chat/completions request (``LineError`` when it cannot be)."""

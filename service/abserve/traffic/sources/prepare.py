@@ -34,6 +34,7 @@ from abserve.router.parts import classify
 from abserve.router.security import media_host
 from abserve.router.validation import SAMPLING_EPS, check_depth, check_schema
 from abserve.traffic.corpus import CorpusEntry, check_tags
+from abserve.traffic.images import data_url_bytes
 from abserve.traffic.sources.imported import ENDPOINT_PATHS, Imported, LineError
 from abserve.traffic.sources.spec import FileSource
 from abserve.traffic.turns import SHARED_TAG, Turn
@@ -185,13 +186,10 @@ def _data_url(path: str, _mtime_ns: int, _size: int) -> str:
 
 
 def _data_bytes(url: str) -> bytes:
-    head, _, payload = url.partition(",")
-    if head.endswith(";base64"):
-        try:
-            return base64.b64decode(payload, validate=True)
-        except ValueError:
-            raise LineError("a data: URL's base64 is broken") from None
-    return payload.encode()
+    try:
+        return data_url_bytes(url)
+    except ValueError:
+        raise LineError("a data: URL's base64 is broken") from None
 
 
 def _text_of(imp: Imported, body: dict[str, Any]) -> str:

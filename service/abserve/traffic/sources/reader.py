@@ -19,7 +19,7 @@ from typing import Any
 
 from abserve.model.records import TAG_HEADER_PREFIX
 from abserve.traffic.corpus import CorpusEntry, derive_seed
-from abserve.traffic.sources import bench_datasets, corpus_jsonl, mooncake, openai_jsonl
+from abserve.traffic.sources import formats
 from abserve.traffic.sources.imported import Imported, LineError
 from abserve.traffic.sources.lines import RawItem, is_array_file, iter_items
 from abserve.traffic.sources.prepare import SamplingRefused, prepare
@@ -93,42 +93,14 @@ class FileCheck:
         return text
 
 
-def detect(value: Any) -> str:
-    """The format of one item (``format: auto``)."""
-    if not isinstance(value, dict):
-        raise LineError("expected a JSON object")
-    if corpus_jsonl.looks_like(value):
-        return "corpus"
-    if openai_jsonl.looks_like(value):
-        return "openai"
-    if mooncake.looks_like(value):
-        return "mooncake"
-    if bench_datasets.looks_like_sharegpt(value):
-        return "bench-sharegpt"
-    if bench_datasets.looks_like_custom(value):
-        return "bench-custom"
-    raise LineError("unknown line format (an OpenAI request with 'model', a vllm bench "
-                    "custom or ShareGPT entry, an abserve corpus line or a Mooncake trace line)")
-
-
 def read_items(raw: RawItem, src: FileSource, array: bool,
-               trace: mooncake.TraceWalk | None = None) -> list[Imported]:
-    """The requests of one item as its format's reader understands them (a ShareGPT
-    conversation of several turns: one per turn, unless ``sessions: false``; ``trace``: what a
-    Mooncake trace's earlier lines sent)."""
-    fmt = src.format if src.format != "auto" else "bench-sharegpt" if array else detect(raw.value)
-    if fmt == mooncake.FORMAT:  # a trace's state counts only the lines the sample keeps
-        return [(trace or mooncake.TraceWalk()).parse(raw.value, raw.line, src)] \
-            if kept(src, raw.line) else []
-    if fmt == "openai":
-        return [openai_jsonl.parse(raw.value, raw.line)]
-    if fmt == "corpus":
-        return [corpus_jsonl.parse(raw.value, raw.line)]
-    if fmt == "bench-sharegpt":
-        if src.sessions:
-            return bench_datasets.parse_sharegpt_turns(raw.value, raw.line, src.max_tokens)
-        return [bench_datasets.parse_sharegpt(raw.value, raw.line, src.max_tokens)]
-    return [bench_datasets.parse_custom(raw.value, raw.line, src.max_tokens)]
+               walk: formats.Walk | None = None) -> list[Imported]:
+    """The requests of one item as its format's reader understands them (``formats``:
+    auto-detected unless the source names one; a file that is one JSON array is
+    ``formats.ARRAY_FORMAT``; a ShareGPT conversation of several turns: one per turn, unless
+    ``sessions: false``; ``walk``: the readers of formats that remember earlier lines)."""
+    fmt = formats.ARRAY_FORMAT if src.format == formats.AUTO and array else src.format
+    return formats.read_items(raw.value, raw.line, fmt, src, walk)
 
 
 def kept(src: FileSource, line: int) -> bool:
@@ -140,7 +112,7 @@ def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
     """Every kept request of the file, prepared, or the problem with it; in file order."""
     array = is_array_file(src.path) if src.path.is_file() else False
     walk = _Walk(src)
-    trace = mooncake.TraceWalk()
+    readers = formats.Walk(keep=lambda line: kept(src, line))
     for raw in iter_items(src.path):
         if raw.error is not None:
             if kept(src, raw.line):
@@ -149,7 +121,7 @@ def accepted(src: FileSource) -> Iterator[Accepted | Problem]:
         if src.sample < 1.0 and not src.sessions and not kept(src, raw.line):
             continue
         try:
-            imps = read_items(raw, src, array, trace)
+            imps = read_items(raw, src, array, readers)
         except LineError as exc:
             if kept(src, raw.line):
                 yield Problem(raw.line, str(exc))

@@ -11,13 +11,15 @@ file the same way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer
 
+from abserve.traffic.sources import formats
 from abserve.traffic.sources.mooncake import TraceOptions
 
-FileFormat = Literal["auto", "openai", "bench-custom", "bench-sharegpt", "corpus", "mooncake"]
+# ``auto`` or a name in ``formats.FORMATS`` (checked against the table when validated)
+FileFormat = Annotated[str, BeforeValidator(formats.check_name)]
 Replay = Literal["recorded", "closed"]
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # abserve.router.settings.RouterSettings defaults
 DEFAULT_MAX_IMAGES = 64
