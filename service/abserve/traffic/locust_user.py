@@ -189,10 +189,8 @@ class ChatUser(User):
     def _send(self, state: RunState, job: Job) -> TimingRecord:
         """Send one job's request and report it to Locust's statistics."""
         opts = state.options
-        record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
-                            profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
-                            arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags,
-                            connect_retry_s=opts.connect_retry_s)
+        record = send_entry(self.pool, self.host or opts.host, job.entry, opts.sending,
+                            arrival=job.arrival, scheduled_at=job.scheduled_at)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,
             response_length=0, exception=RuntimeError(record.error) if record.error else None,
