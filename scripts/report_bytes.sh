@@ -77,8 +77,9 @@ for store in "$@"; do
     [[ $before == "$after" ]] || status=2
 done
 if diff -r "$work/rev" "$work/tree"; then
-    files=$(find "$work/tree" -type f | wc -l)
-    echo "identical: $files report files of $# stores ($rev vs the working tree)"
+    runs=$(find "$work/tree" -name exit_code | wc -l)
+    files=$(find "$work/tree" -type f ! -name exit_code | wc -l)
+    echo "identical: $files files and the exit codes of $runs runs in $# stores ($rev vs the working tree)"
 else
     status=$(( status > 1 ? status : 1 ))
 fi
