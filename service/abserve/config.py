@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from abserve.base.config_paths import rebase_experiment
 from abserve.base.packaged import packaged, resolve_config
 from abserve.base.yamlfile import read_mapping
-from abserve.model.arms import ArgValue, ArmConfig, Lookup, Role, ServerFlags
+from abserve.model.arms import ArgValue, ArmConfig, Lookup, ServerFlags
 from abserve.model.placement import Order, is_balanced, plan_blocks
-from abserve.model.roles import baselines, resolve_roles
+from abserve.model.roles import Role, baselines, resolve_roles
 from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]

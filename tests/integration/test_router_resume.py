@@ -23,8 +23,9 @@ from tests.support.router_server import RouterServer, dev_settings
 
 from abserve.model.records import REQUEST_ID_HEADER, ROUTER_RESTARTS_KEY
 from abserve.router import create_app
+from abserve.router.serve import StartupError
 from abserve.router.settings import RouterSettings
-from abserve.router.workers import StartupError, Supervisor
+from abserve.router.workers import Supervisor
 from abserve.store import RunExistsError, RunInUseError, Store
 
 pytestmark = pytest.mark.timeout(90)

@@ -37,7 +37,7 @@ def read_mapping(path: Path, seen: tuple[Path, ...] = (), kind: Kind = "experime
     if path.resolve() in seen:
         raise YamlFileError(f"{path} extends itself (through {', '.join(map(str, seen))})")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: object = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise YamlFileError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):

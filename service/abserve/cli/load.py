@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -84,7 +85,12 @@ def load(
     timings."""
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
 
-    source = None
+    spec = LoadSpec(
+        profile or "", host, requests=requests, duration=duration, users=users, seed=seed,
+        run_id=run_id or f"load-{uuid.uuid4().hex[:12]}", out_dir=out, shape=shape,  # type: ignore[arg-type]
+        rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
+        overrides=set_ or [], corpus=corpus_file, sweep_rates=_rates(sweep_rates),
+        processes=processes, api_key=api_key)
     if requests_file is not None:
         if profile is not None or corpus_file is not None or duration is not None:
             raise typer.BadParameter("--requests-file replaces --profile, --corpus and --duration")
@@ -100,20 +106,13 @@ def load(
             **({"max_images": max_images} if max_images is not None else {}),
             trace={"block_size": block_size, "images_per_block": trace_images,
                    "tokenizer": trace_tokenizer}, max_context=max_context)
-        requests, profile = requests or count, source.label
+        spec = replace(spec, requests=requests or count, profile=source.label, source=source)
     elif profile is None:
         raise typer.BadParameter("give --profile or --requests-file")
-    if (requests is None) == (duration is None):
+    if (spec.requests is None) == (spec.duration is None):
         raise typer.BadParameter("give exactly one of --requests or --duration")
-    rid = run_id or f"load-{uuid.uuid4().hex[:12]}"
-    rates = [float(r) for r in sweep_rates.split(",") if r.strip()] or None
     try:
-        summary = run_load(LoadSpec(
-            profile, host, requests=requests, duration=duration, users=users, seed=seed,
-            run_id=rid, out_dir=out, shape=shape,  # type: ignore[arg-type]
-            rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
-            overrides=set_ or [], corpus=corpus_file, sweep_rates=rates, processes=processes,
-            api_key=api_key, source=source))
+        summary = run_load(spec)
     except LoadError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.USAGE) from exc
@@ -123,6 +122,14 @@ def load(
         raise typer.Exit(exit_codes.LOAD_ERROR_RATE)
     if summary.stop_reason == "worker_lost":  # a --processes run whose worker died
         raise typer.Exit(exit_codes.LOAD_WORKER_LOST)
+
+
+def _rates(text: str) -> list[float] | None:
+    """``--sweep-rates`` as numbers (None when none are given)."""
+    try:
+        return [float(r) for r in text.split(",") if r.strip()] or None
+    except ValueError as exc:
+        raise typer.BadParameter(f"--sweep-rates takes comma-separated numbers, not {text!r}") from exc
 
 
 def _checked_source(path: Path, **options: object) -> tuple[FileSource, int]:

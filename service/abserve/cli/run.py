@@ -59,9 +59,9 @@ def run(
     from rich.console import Console
 
     from abserve.arms.compose_target import TARGETS
-    from abserve.arms.run_paths import LoadStopped, RunRefused
+    from abserve.arms.run_paths import LoadStopped, RunError, RunRefused
     from abserve.config import load_experiment
-    from abserve.runs.orchestrator import EXIT_INVALID, RunError, run_experiment
+    from abserve.runs.orchestrator import EXIT_INVALID, run_experiment
     from abserve.runs.rounds import parse_budget
 
     console = Console()

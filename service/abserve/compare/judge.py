@@ -36,6 +36,8 @@ from abserve.compare.model import (
     BreakdownRow,
     EqualityLine,
     EqualityVerdict,
+    JudgedArm,
+    JudgedProvenance,
     Judgment,
     MetricLine,
     PlacementLine,
@@ -212,25 +214,18 @@ def _outcome_counts(exchanges: list[Exchange], name: str) -> tuple[int, int, Cou
     return requests, truncated, problems
 
 
-def _provenance(run: RunInfo, policy: Policy) -> dict[str, object]:
-    out: dict[str, object] = run.provenance.model_dump()
-    out["policy_name"], out["policy_sha256"] = policy.name, policy.digest()
+def _provenance(run: RunInfo, policy: Policy) -> JudgedProvenance:
     config = json.dumps(run.config, sort_keys=True, separators=(",", ":"), default=str)
-    out["config_sha256"] = hashlib.sha256(config.encode()).hexdigest()
-    out["run_started_at"], out["run_ended_at"] = run.started_at, run.ended_at
-    out["arms"] = {
-        name: {
-            "vllm_version": p.vllm_version,
-            "server_args": p.server_args,
-            "url": p.url,
-            "placement": p.placement,
-            "expected_lookup": p.expected_lookup,
-            "proven_lookup": p.proven_lookup,
-            "patched_modules": p.patched_modules,
-        }
-        for name, p in run.arms.items()
-    }
-    return out
+    arms = {name: JudgedArm(vllm_version=p.vllm_version, server_args=p.server_args, url=p.url,
+                            placement=p.placement, expected_lookup=p.expected_lookup,
+                            proven_lookup=p.proven_lookup, patched_modules=p.patched_modules)
+            for name, p in run.arms.items()}
+    # the run's keys as stored (in their order), then what judging adds
+    return JudgedProvenance.model_validate({
+        **run.provenance.model_dump(), "policy_name": policy.name, "policy_sha256": policy.digest(),
+        "config_sha256": hashlib.sha256(config.encode()).hexdigest(),
+        "run_started_at": run.started_at, "run_ended_at": run.ended_at, "arms": arms,
+    })
 
 
 def judge(run: RunInfo, exchanges: Iterable[Exchange], policy: Policy) -> Judgment:

@@ -86,7 +86,7 @@ def _median(values: np.ndarray) -> float:
     takes numpy's way (the sort would misplace it)."""
     if np.isnan(values).any():
         return float(np.median(values))
-    ordered = sorted(values.tolist())
+    ordered: list[float] = sorted(values.tolist())
     mid = len(ordered) // 2
     if len(ordered) % 2:
         return 0.0 + ordered[mid]

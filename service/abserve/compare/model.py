@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from abserve.compare.equality import PairResult
 from abserve.compare.trajectory import Look as Look  # re-exported: the gates and the report read it here
 from abserve.compare.trajectory import Looks, Trajectory
+from abserve.model.provenance import RunProvenance
 from abserve.model.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
@@ -244,6 +245,37 @@ class UnpairedFacts(BaseModel):
     paired_command: str = ""
 
 
+class JudgedArm(BaseModel):
+    """What the judgment's provenance keeps of one arm's (``ArmProvenance``): every key, always."""
+
+    vllm_version: str | None = None
+    server_args: list[str] = Field(default_factory=list)
+    url: str | None = None
+    placement: dict[str, object] = Field(default_factory=dict)
+    expected_lookup: str | None = None
+    proven_lookup: str | None = None
+    patched_modules: list[str] = Field(default_factory=list)
+
+
+class JudgedProvenance(RunProvenance):
+    """``Judgment.provenance``: the run's provenance as stored, plus what judging it added.
+
+    Like every provenance record it writes only the keys that were given, so ``report.json``
+    holds what it held when this was a free-form dict. A paired run's judgment
+    (``compare.judge``) adds the policy, the config's hash, the run's times and its arms; a
+    judgment of saved runs (``abserve compare``) holds ``kind``, ``command``, the policy and the
+    ``sources`` only; a written report adds ``judged_by``."""
+
+    policy_name: str | None = None
+    run_started_at: float | None = None
+    run_ended_at: float | None = None
+    arms: dict[str, JudgedArm] = Field(default_factory=dict)
+    kind: str | None = None  # "unpaired": saved runs judged by ``abserve compare``
+    command: str | None = None
+    sources: dict[str, list[str]] = Field(default_factory=dict)  # side -> the files as named
+    judged_by: dict[str, str | None] | None = None  # the abserve that wrote the report
+
+
 class Judgment(BaseModel):
     """Everything the report shows; ``report.json`` is exactly this model."""
 
@@ -272,7 +304,7 @@ class Judgment(BaseModel):
     trends: list[TrendLine] = Field(default_factory=list)
     placement: list[PlacementLine] = Field(default_factory=list)
     neighbours: list[str] = Field(default_factory=list)  # foreign load per core (compare/contamination.py)
-    provenance: dict[str, object] = Field(default_factory=dict)
+    provenance: JudgedProvenance = Field(default_factory=JudgedProvenance)
     policy: dict[str, object] = Field(default_factory=dict)
     unpaired: UnpairedFacts | None = None  # set by ``abserve compare`` (saved runs, not paired)
 

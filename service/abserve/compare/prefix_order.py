@@ -67,7 +67,8 @@ class PrefixOrder:
 
     def kth(self, ks: np.ndarray) -> np.ndarray:
         """The prefix's ``ks``-th smallest values (0-based): ``np.sort(values[:size])[ks]``."""
-        return self.sorted[self.ranks_of(ks)]
+        kth: np.ndarray = self.sorted[self.ranks_of(ks)]
+        return kth
 
     def count_below(self, value: float, side: Literal["left", "right"] = "left") -> int:
         """How many prefix values are ``< value`` (``side="left"``) or ``<= value`` ("right")."""
@@ -79,12 +80,14 @@ class PrefixOrder:
     def positions_below(self, value: float) -> np.ndarray:
         """The positions of the prefix values ``< value``, in the prefix's sorted order."""
         end = int(self.sorted.searchsorted(value, side="left"))
-        return self.order[:end][self.flat_included[:end]]
+        below: np.ndarray = self.order[:end][self.flat_included[:end]]
+        return below
 
     def positions_above(self, value: float) -> np.ndarray:
         """The positions of the prefix values ``> value``, in the prefix's sorted order."""
         start = int(self.sorted.searchsorted(value, side="right"))
-        return self.order[start:][self.flat_included[start:self.order.size]]
+        above: np.ndarray = self.order[start:][self.flat_included[start:self.order.size]]
+        return above
 
 
 def block_size(looks: int) -> int:

@@ -134,7 +134,8 @@ EXACT_SCAN = 4096  # below this many values ``accepted_ranges`` scans every coun
 def _log_mixture_at(k: np.ndarray, n: np.ndarray | float, p: float, strength: float) -> np.ndarray:
     """``accepted_counts``'s log mixture, element by element (the same operations, the same floats)."""
     a, b = strength * p, strength * (1.0 - p)
-    return betaln(a + k, b + n - k) - betaln(a, b) - (k * math.log(p) + (n - k) * math.log1p(-p))
+    mix: np.ndarray = betaln(a + k, b + n - k) - betaln(a, b) - (k * math.log(p) + (n - k) * math.log1p(-p))
+    return mix
 
 
 def accepted_ranges(ns: Sequence[int], p: float, alpha: float,
@@ -239,7 +240,8 @@ def paired_excess(baseline: Sequence[float] | np.ndarray, candidate: Sequence[fl
                   absolute: float) -> np.ndarray:
     """Each request's slowdown beyond its own allowance: ``c - b - max(relative * b, absolute)``."""
     b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    return c - b - np.maximum(relative * np.abs(b), absolute)
+    beyond: np.ndarray = c - b - np.maximum(relative * np.abs(b), absolute)
+    return beyond
 
 
 def paired_decision(excess: QuantileBounds) -> str:

@@ -330,7 +330,8 @@ class RunLatencies(Mapping[str, LatenciesView]):
         if rows is None:
             return None
         values, ok = self._metric_values(exchanges, rows, metric, arm)
-        return values[ok]
+        kept: np.ndarray = values[ok]
+        return kept
 
     def arm_series(self, exchanges: Sequence[object], metric: str, arm: str,
                    per_prompt_token: bool) -> tuple[np.ndarray, np.ndarray] | None:

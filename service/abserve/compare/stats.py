@@ -31,7 +31,8 @@ Array = NDArray[np.float64]
 
 def _clean(values: ArrayLike) -> Array:
     arr = np.asarray(values, dtype=np.float64)
-    return arr[np.isfinite(arr)]
+    finite: Array = arr[np.isfinite(arr)]
+    return finite
 
 
 def _signed_rank_counts(n: int) -> Array:
@@ -249,7 +250,8 @@ def evenly(positions: np.ndarray, most: int = TREND_POINTS) -> np.ndarray:
     if len(positions) <= most:
         return positions
     picks = np.linspace(0, len(positions) - 1, most).round().astype(int)
-    return positions[picks]
+    picked: np.ndarray = positions[picks]
+    return picked
 
 
 def quantiles(values: ArrayLike, qs: tuple[float, ...]) -> list[float]:

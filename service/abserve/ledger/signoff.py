@@ -29,7 +29,7 @@ def build_report(
     with open_store(db) as store:
         judgment, evidence = judge_with_evidence(store, run_id, policy)
         baseline = judge_run(store, baseline_id, policy) if baseline_id else None
-    judgment.provenance["judged_by"] = judged_by()
+    judgment.provenance.judged_by = judged_by()
     paths = write_report(judgment, out, baseline=baseline, exchanges=evidence)
     record_signoff(db, judgment, out)  # the run's ledger entry; never fails the report
     return paths

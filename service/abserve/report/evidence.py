@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from abserve.compare.equality import PairResult
 from abserve.compare.model import Judgment
+from abserve.model.provenance import RunProvenance
 from abserve.model.records import ArmOutcome, Exchange
 from abserve.report.thumbnails import Rebuilt, rebuild
 
@@ -103,7 +104,7 @@ def drift_rows(left: ArmOutcome, right: ArmOutcome, limit: int = 5) -> list[Drif
 
 
 def mismatch(result: PairResult, ex: Exchange,
-             provenance: dict[str, object] | None = None) -> Mismatch | None:
+             provenance: RunProvenance | None = None) -> Mismatch | None:
     """One mismatch's view; ``provenance`` (the run's) asks for its images rebuilt."""
     left, right = ex.arms.get(result.left), ex.arms.get(result.right)
     if left is None or right is None:

@@ -6,7 +6,7 @@ many requests and images, how many lines asked for sampling and were sent greedy
 0, tagged ``sampling=forced-greedy``) or sampled with the router's seed, and the invalid lines
 left out. A reviewer must see that the requests judged are not exactly the user's: one
 sentence per file says so (``abserve check`` prints the same sentence before a run). Pure:
-everything comes from the ``Judgment``; read defensively (provenance is free-form).
+everything comes from the ``Judgment``; each load item read defensively (it is the config as dumped).
 """
 
 from __future__ import annotations
@@ -48,11 +48,9 @@ def file_statement(item: Mapping[str, Any]) -> str | None:
 
 def imported_statements(j: Judgment) -> list[str]:
     """One sentence per traffic file of the run's load plan; none for generated traffic."""
-    plan = j.provenance.get("load_plan")
     out = []
-    for item in plan if isinstance(plan, list) else []:
-        if isinstance(item, Mapping):
-            line = file_statement(item)
-            if line is not None:
-                out.append(line)
+    for item in j.provenance.load_plan:
+        line = file_statement(item)
+        if line is not None:
+            out.append(line)
     return out

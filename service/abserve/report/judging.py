@@ -100,7 +100,7 @@ def locate(run_id: str, db: str | None, policy: Path | None, runs: Path) -> tupl
     return url, found.policy, f"{where}; policy: {found.policy.name} from {found.source}"
 
 
-def judged_by() -> dict[str, object]:
+def judged_by() -> dict[str, str | None]:
     """The abserve version that made this report (the run's own provenance says what ran)."""
     from importlib.metadata import PackageNotFoundError, version
 

@@ -6,12 +6,10 @@ first screen: all stored, how many are missing (the run is then invalid,
 ``compare.verdict.invalid_reasons``), or that no count was available (a run without load
 records: the router run by hand, a compose run of an earlier version, a saved run of
 ``abserve compare``, an older store) — which is never a reason for invalid on its own.
-Pure: everything comes from the ``Judgment``; read defensively (provenance is free-form).
+Pure: everything comes from the ``Judgment`` (``provenance.load_seen``, a ``LoadSeenRecord``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from abserve.compare.model import Judgment
 
@@ -19,24 +17,18 @@ NOT_AVAILABLE = ("not available: the run left no load records to count (a router
                  "a saved run, or an older store)")
 
 
-def _int(facts: Mapping[str, object], key: str) -> int:
-    value = facts.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def load_seen_statement(j: Judgment) -> tuple[str, bool]:
     """The sentence on the load's answers against the store, and whether any are missing."""
-    facts = j.provenance.get("load_seen")
-    if not isinstance(facts, Mapping):
+    facts = j.provenance.load_seen
+    if facts is None:
         return NOT_AVAILABLE, False
-    seen, stored, missing = _int(facts, "seen"), _int(facts, "stored"), _int(facts, "missing")
+    seen, stored, missing = facts.seen, facts.stored, facts.missing
     if missing:
-        first = facts.get("first_missing")
-        named = ", ".join(str(i) for i in first) if isinstance(first, list) else ""
+        named = ", ".join(facts.first_missing)
         text = (f"{missing} of the {seen} answers the clients received in full are not in the "
                 f"store ({stored} stored)" + (f"; first missing request ids: {named}" if named else ""))
     else:
         text = f"all {seen} answers the clients received in full are in the store"
-    if without := _int(facts, "without_id"):
+    if without := facts.without_id:
         text += f"; {without} more carried no router request id and could not be checked"
     return text + ".", bool(missing)

@@ -1,12 +1,11 @@
 """What the report says when the router restarted during the run.
 
 A router restarted under the same run id with ``resume`` reopens its run and records the
-restart in the run's provenance (``records.ROUTER_RESTARTS_KEY``, written by
-``Store.resume_run``); the judgment carries the run's provenance, so the report reads it
-there, defensively (it is free-form). A restart alone does not invalidate the run: the
-requests sent while the router was down reached neither arm, so they are missing from both
-sides alike, and the client-side failures of that gap are judged where the load's errors
-are. The report states it as a fact of the run.
+restart in the run's provenance (``router_restarts``, written by ``Store.resume_run``); the
+judgment carries the run's provenance, so the report reads it there. A restart alone does
+not invalidate the run: the requests sent while the router was down reached neither arm, so
+they are missing from both sides alike, and the client-side failures of that gap are judged
+where the load's errors are. The report states it as a fact of the run.
 
 Pure: everything comes from the ``Judgment``.
 """
@@ -14,11 +13,9 @@ Pure: everything comes from the ``Judgment``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from abserve.compare.model import Judgment
-from abserve.model.records import ROUTER_RESTARTS_KEY
 
 MAX_LISTED = 5  # restarts named one by one; more are counted
 
@@ -33,16 +30,8 @@ class Restart:
 
 def router_restarts(j: Judgment) -> list[Restart]:
     """The restarts recorded in the judgment's provenance, oldest first."""
-    found = j.provenance.get(ROUTER_RESTARTS_KEY)
-    if not isinstance(found, list):
-        return []
-    out = []
-    for item in found:
-        if isinstance(item, Mapping):
-            at = item.get("at")
-            out.append(Restart(float(at) if isinstance(at, int | float) else None,
-                               str(item.get("previous_status", "unknown"))))
-    return out
+    return [Restart(r.at, r.previous_status)
+            for r in j.provenance.router_restarts]
 
 
 def _utc(at: float | None) -> str:

@@ -219,8 +219,8 @@ def invalid_sentences(j: Judgment) -> list[Sentence]:
 
 def accepted_sentences(j: Judgment) -> list[Sentence]:
     """Which accepted release the baseline is, when its arm came ``from: accepted`` (``abserve.ledger``)."""
-    accepted = j.provenance.get("accepted_baseline")
-    if not isinstance(accepted, dict):
+    accepted = j.provenance.accepted_baseline
+    if accepted is None:
         return []
     text = (f"The baseline is accepted release {accepted.get('name')}: the build of arm "
             f"{accepted.get('arm')} of run {accepted.get('run_id')}.")

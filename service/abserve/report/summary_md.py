@@ -178,12 +178,12 @@ def files_line(base: str, names: Sequence[str] = REPORT_FILES) -> str:
 def run_blocks(j: Judgment, base: str) -> list[Block]:
     """The two-arm summary's blocks, in reading order."""
     more = f"[report.md]({link(base, 'report.md')})"
-    config = j.provenance.get("experiment")
+    config, policy = j.provenance.experiment, j.provenance.policy_name
     head = (f"### abserve sign-off `{j.run_id}`: {MARK.get(j.verdict, OPEN)} **{j.verdict.upper()}** "
             f"(exit {j.exit_code})")
     facts = (f"{f'Config `{config}`, ' if config else ''}{j.exchanges_judged} exchanges judged "
              f"({j.exchanges_warmup} warm-up excluded of {j.exchanges_total}); run {j.run_status}; "
-             f"policy `{j.provenance.get('policy_name', 'unknown')}`.")
+             f"policy `{'unknown' if policy is None else policy}`.")
     return [clip(head), clip(facts), Rows([], sentence_lines(j, base), more),
             "**Critical gates**", Rows(list(table(*GATE_HEAD)), gate_rows(j, True), more),
             *reported_blocks(j, more),

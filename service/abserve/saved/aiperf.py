@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import ijson
 import orjson
@@ -40,7 +40,7 @@ _TO_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "second
 Turn = tuple[str, int]
 
 
-def is_record(doc: Any) -> bool:
+def is_record(doc: Any) -> TypeGuard[dict[str, Any]]:
     """Whether a parsed JSONL line is an AIPerf per-request record."""
     return isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) and "metrics" in doc
 

@@ -21,6 +21,7 @@ from abserve.compare.model import (
     ClassCounts,
     EqualityLine,
     EqualityVerdict,
+    JudgedProvenance,
     Judgment,
     MetricLine,
     UnpairedFacts,
@@ -153,7 +154,8 @@ def judge_sides(sides: Sides, policy: Policy, run_id: str | None = None) -> Judg
         warmup_detail="saved runs: nothing cut (the tools' own warm-up, if any, was theirs)",
         arms={side: arm_summary(side, sides.runs(side)) for side in SIDES},
         equality=equality, equality_verdict=eq_verdict, metrics=lines,
-        provenance={"kind": "unpaired", "command": "abserve compare", "policy_name": policy.name,
-                    "policy_sha256": policy.digest(),
-                    "sources": {side: [r.header.source for r in sides.runs(side)] for side in SIDES}},
+        provenance=JudgedProvenance(
+            kind="unpaired", command="abserve compare", policy_name=policy.name,
+            policy_sha256=policy.digest(),
+            sources={side: [r.header.source for r in sides.runs(side)] for side in SIDES}),
         policy=policy.model_dump(mode="json"), unpaired=facts)

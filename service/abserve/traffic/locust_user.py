@@ -57,7 +57,6 @@ _STATE: dict[str, Any] = {"run": None, "done": set(), "reason": None, "workers":
                           "watch": None}
 
 
-@events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     group = parser.add_argument_group("abserve", "abserve traffic (see abserve.traffic)")
     add = group.add_argument
@@ -88,7 +87,6 @@ def _add_options(parser: Any) -> None:
         "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
 
 
-@events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
@@ -108,7 +106,6 @@ def _watch_parent(environment: Environment, parent: int) -> None:
     _abort(environment, "parent_gone", EXIT_PARENT_GONE)
 
 
-@events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     opts = _opts(environment)
@@ -139,7 +136,6 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
              node, len(state.entries), shard, shards)
 
 
-@events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     state: RunState | None = _STATE["run"]
     opts = _opts(environment)
@@ -193,10 +189,8 @@ class ChatUser(User):
     def _send(self, state: RunState, job: Job) -> TimingRecord:
         """Send one job's request and report it to Locust's statistics."""
         opts = state.options
-        record = send_entry(self.pool, self.host or opts.host, job.entry, run_id=opts.run_id,
-                            profile=opts.profile_name, worker=opts.node, timeout_s=opts.timeout_s,
-                            arrival=job.arrival, scheduled_at=job.scheduled_at, tags=opts.tags,
-                            connect_retry_s=opts.connect_retry_s)
+        record = send_entry(self.pool, self.host or opts.host, job.entry, opts.sending,
+                            arrival=job.arrival, scheduled_at=job.scheduled_at)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,
             response_length=0, exception=RuntimeError(record.error) if record.error else None,
@@ -295,3 +289,10 @@ def _master_on_stop(environment: Environment, runner: MasterRunner) -> None:
         _lose(environment, runner, lost)
     else:
         _STATE["reason"] = "stopped"
+
+
+# Locust's event hooks (registered by call: its decorator is untyped)
+events.init_command_line_parser.add_listener(_add_options)
+events.init.add_listener(_on_init)
+events.test_start.add_listener(_on_test_start)
+events.test_stop.add_listener(_on_test_stop)

@@ -17,6 +17,7 @@ import uuid
 from argparse import Namespace
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, overload
 
@@ -25,7 +26,7 @@ import httpx
 from abserve.traffic.calibrate import HttpTokenizer
 from abserve.traffic.corpus import CorpusEntry, build_corpus, parse_tags, read_jsonl
 from abserve.traffic.profiles import load_profile, parse_overrides
-from abserve.traffic.sender import CONNECT_RETRY_S, auth_headers
+from abserve.traffic.sender import CONNECT_RETRY_S, SendOptions, auth_headers
 from abserve.traffic.shapes import SHAPES, Arrival, ShapeName, plan_arrivals, shard_arrivals
 from abserve.traffic.sources import FileSource, StreamedEntries, check_file
 from abserve.traffic.sources.replay import SessionStream, Unit, UnitList
@@ -63,6 +64,12 @@ class RunOptions:
     tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
     connect_retry_s: float = CONNECT_RETRY_S  # a request that reached nobody is tried again so long
     source: FileSource | None = None  # a traffic file (``abserve.traffic.sources``) replaces the profile
+
+    @cached_property
+    def sending(self) -> SendOptions:
+        """What each request of this process is sent with."""
+        return SendOptions(run_id=self.run_id, profile=self.profile_name, worker=self.node,
+                           timeout_s=self.timeout_s, tags=self.tags, connect_retry_s=self.connect_retry_s)
 
     @classmethod
     def from_namespace(cls, ns: Namespace, host: str, shard: int, shards: int,

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import orjson
 import urllib3
@@ -25,11 +26,23 @@ from abserve.traffic.corpus import API_KEY_ENV, CorpusEntry
 from abserve.traffic.shapes import Arrival
 from abserve.traffic.timing import StreamTimer, TimingRecord
 
-__all__ = ["API_KEY_ENV", "CONNECT_RETRY_S", "auth_headers", "make_pool", "send_entry"]
+__all__ = ["API_KEY_ENV", "CONNECT_RETRY_S", "SendOptions", "auth_headers", "make_pool", "send_entry"]
 
 log = logging.getLogger("abserve.traffic")
 CONNECT_RETRY_S = 30.0  # how long a request that reached nobody is tried again (a restart: ~10 s)
 _PAUSES = (0.25, 0.5, 1.0, 2.0)  # between connection attempts; the last one repeats
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """What every request of one load process is sent with (``RunOptions.sending``)."""
+
+    run_id: str
+    profile: str  # the profile's name, recorded with each request
+    worker: str  # this load process (``local``, or a distributed worker's name)
+    timeout_s: float  # the read timeout of one request
+    tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
+    connect_retry_s: float = CONNECT_RETRY_S  # a request that reached nobody is tried again so long
 
 
 def auth_headers() -> dict[str, str]:
@@ -43,30 +56,26 @@ def make_pool(users: int) -> urllib3.PoolManager:
     return urllib3.PoolManager(num_pools=4, maxsize=max(users, 1), block=False, retries=False)
 
 
-def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id: str,
-               profile: str, worker: str, timeout_s: float, arrival: Arrival | None = None,
-               scheduled_at: float | None = None, tags: dict[str, str] | None = None,
-               connect_retry_s: float = CONNECT_RETRY_S) -> TimingRecord:
+def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, opts: SendOptions, *,
+               arrival: Arrival | None = None, scheduled_at: float | None = None) -> TimingRecord:
     """POST one entry to ``host``'s endpoint (``entry.path``: chat/completions unless an
     imported completions request) and return what the client measured."""
     first = time.monotonic()
     attempt = 0
     while True:
-        record = _attempt(pool, host, entry, run_id=run_id, profile=profile, worker=worker,
-                          timeout_s=timeout_s, arrival=arrival, scheduled_at=scheduled_at, tags=tags)
+        record = _attempt(pool, host, entry, opts, arrival, scheduled_at)
         pause = _PAUSES[min(attempt, len(_PAUSES) - 1)]
-        if record.error != "connect" or time.monotonic() - first + pause > connect_retry_s:
+        if record.error != "connect" or time.monotonic() - first + pause > opts.connect_retry_s:
             return record
         if attempt == 0:
             log.warning("abserve: %s unreachable; request %d tried again for up to %.0f s",
-                        host, entry.index, connect_retry_s)
+                        host, entry.index, opts.connect_retry_s)
         attempt += 1
         time.sleep(pause)  # gevent-patched under Locust: other users go on
 
 
-def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id: str,
-             profile: str, worker: str, timeout_s: float, arrival: Arrival | None,
-             scheduled_at: float | None, tags: dict[str, str] | None) -> TimingRecord:
+def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, opts: SendOptions,
+             arrival: Arrival | None, scheduled_at: float | None) -> TimingRecord:
     """One try: the request, its stream timed, errors as a short class."""
     url = host.rstrip("/") + entry.path
     sent_at = time.time()
@@ -76,10 +85,10 @@ def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id
     request_id = None
     error = None
     try:
-        headers = entry.headers(run_id, tags) | auth_headers()
+        headers = entry.headers(opts.run_id, opts.tags) | auth_headers()
         resp = pool.urlopen("POST", url, body=entry.body, headers=headers,
                             preload_content=False, redirect=False,
-                            timeout=urllib3.Timeout(connect=10.0, read=timeout_s))
+                            timeout=urllib3.Timeout(connect=10.0, read=opts.timeout_s))
         status = resp.status
         request_id = resp.headers.get(REQUEST_ID_HEADER)
         try:
@@ -103,8 +112,8 @@ def _attempt(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, *, run_id
     t_end = time.perf_counter()
     lateness = t0 - scheduled_at if scheduled_at is not None else None
     return timer.record(
-        t_end, run_id=run_id, corpus_index=entry.index, profile=profile,
-        router_request_id=request_id, worker=worker, status=status, error=error,
+        t_end, run_id=opts.run_id, corpus_index=entry.index, profile=opts.profile,
+        router_request_id=request_id, worker=opts.worker, status=status, error=error,
         sent_at=sent_at, scheduled_offset_s=arrival.offset if arrival else None,
         lateness_s=lateness, target_rate=arrival.rate if arrival else None,
         request_bytes=len(entry.body), n_images=entry.n_images)

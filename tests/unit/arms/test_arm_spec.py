@@ -271,7 +271,8 @@ def test_three_arms_rotate_over_every_placement_equally() -> None:
     """Counterbalancing covers every arm: with three CPU sets the rotations form a Latin square."""
     from collections import Counter
 
-    from abserve.runs.blocks import experiment_blocks, is_balanced
+    from abserve.model.placement import is_balanced
+    from abserve.runs.blocks import experiment_blocks
 
     cfg = ExperimentConfig.model_validate(experiment(
         {"a": {"lookup": "linear"}, "b": {"lookup": "bisect"}, "h": {"lookup": "hybrid"}},

@@ -192,7 +192,7 @@ def test_judgment_is_json_round_trippable_and_versioned() -> None:
     again = Judgment.model_validate_json(j.model_dump_json())
     assert again == j
     assert again.schema_version == 1
-    assert j.provenance["policy_sha256"] == policy().digest()
+    assert j.provenance.policy_sha256 == policy().digest()
     assert j.arms["a"].distributions["tpot"][50] > 0
 
 

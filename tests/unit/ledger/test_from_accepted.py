@@ -116,7 +116,7 @@ def test_the_run_records_it_and_the_report_says_it(tmp_path: Path) -> None:
     assert "accepted_baseline" not in start_provenance(load_experiment(ROOT / "configs/cpu-default.yaml"),
                                                        load_policy(POLICY)).model_dump()
     judgment = Judgment.model_validate_json((tmp_path / "report" / "report.json").read_text())
-    judgment.provenance["accepted_baseline"] = provenance.accepted_baseline
+    judgment.provenance.accepted_baseline = provenance.accepted_baseline
     first = first_screen(judgment)[0]
     assert first.text == "The baseline is accepted release v1: the build of arm b of run good."
     assert first.anchor == "#arms-section"

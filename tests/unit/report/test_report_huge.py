@@ -11,6 +11,7 @@ from tests.support import report_runs
 
 from abserve.compare import Judgment
 from abserve.compare.model import BreakdownRow, Look
+from abserve.model.provenance import SequentialRecord
 from abserve.report import capped, svg
 from abserve.report.evidence import wanted
 from abserve.report.writer import write_report
@@ -35,7 +36,7 @@ def inflated(j: Judgment) -> Judgment:
         if m.trajectory:
             m.trajectory = [Look(n=16 * k, estimate=1e-3, low=1e-3 - 1 / k, high=1e-3 + 1 / k)
                             for k in range(1, ROUNDS + 1)]
-    j.provenance["sequential"] = report_runs.sequential_log(ROUNDS)
+    j.provenance.sequential = SequentialRecord.model_validate(report_runs.sequential_log(ROUNDS))
     pair = j.equality[0]
     pair.by_position = {str(p): 1 for p in range(POSITIONS)}
     pair.drift_by_position = {str(p): 2 for p in range(POSITIONS)}

@@ -9,8 +9,8 @@ from pathlib import Path
 from tests.support.records_factory import ab_run, run_info
 
 from abserve.compare import load_policy
-from abserve.runs.selftest import ExperimentOutcome, judge_check
-from abserve.runs.selftest_checks import CheckSpec
+from abserve.runs.selftest import judge_check
+from abserve.runs.selftest_checks import CheckSpec, ExperimentOutcome
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]

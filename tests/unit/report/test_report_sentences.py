@@ -261,13 +261,14 @@ def test_a_mismatch_from_the_corpus_shows_its_images_as_thumbnails_with_position
 
 
 def test_a_corpus_that_cannot_be_rebuilt_is_said_not_raised() -> None:
+    from abserve.model.provenance import RunProvenance
     from abserve.report.thumbnails import rebuild
 
     ex = rr.corpus_exchange(3, rr.exchanges(1)[0])
-    bad_plan: dict[str, object] = {"load_plan": [{"profile": "interleaved", "set": {"images.count": "many"}}]}
+    bad_plan = RunProvenance(load_plan=[{"profile": "interleaved", "set": {"images.count": "many"}}])
     assert rebuild(ex, bad_plan).note.startswith("thumbnails not shown: the corpus cannot be rebuilt")
     ex.tags.pop("corpus-index")
-    assert "no corpus tags" in rebuild(ex, {}).note
+    assert "no corpus tags" in rebuild(ex, RunProvenance()).note
 
 
 def test_a_gate_with_no_estimate_yet_writes_n_a_without_a_unit(judgments: dict[str, Judgment]) -> None:

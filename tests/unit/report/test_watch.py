@@ -206,9 +206,14 @@ def test_judging_is_spaced_out_when_it_is_slow() -> None:
 
 
 def test_budget_and_roles_read_defensively() -> None:
-    assert recorded_budget({"sequential": {"budget": {"seconds": 500.0, "requests": None}}}) == (500.0, None)
-    assert recorded_budget({"budget": {"requests": 40}}) == (None, 40)
-    assert recorded_budget({"sequential": "odd", "budget": 3}) == (None, None)
+    def recorded(provenance: dict[str, object]) -> tuple[float | None, int | None]:
+        return recorded_budget(RunProvenance.model_validate(provenance))
+
+    assert recorded({"sequential": {"budget": {"seconds": 500.0, "requests": None}}}) == (500.0, None)
+    assert recorded({"budget": {"requests": 40}}) == (None, 40)
+    assert recorded({"sequential": {"rounds": 2}, "budget": {"requests": 40}}) == (None, 40)
+    assert recorded({"sequential": {"budget": {}}, "budget": {"requests": 40}}) == (None, None)
+    assert recorded({"budget": 3}) == (None, None)
     policy = load_policy(POLICY)
     assert roles_for_arms(policy, ["a", "b", "a2"], "a") is policy
     other = roles_for_arms(policy, ["old", "new"], "new").arms

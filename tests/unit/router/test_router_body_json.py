@@ -96,7 +96,7 @@ def test_large_data_urls_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> 
         seen.append(len(data))
         return real(data)
 
-    monkeypatch.setattr(body_json.orjson, "loads", spy)
+    monkeypatch.setattr(orjson, "loads", spy)
     assert body_json.loads(raw) == real(raw)
     assert len(seen) == 1
     assert seen[0] < len(raw) // 20

@@ -12,10 +12,8 @@ import yaml
 from pydantic import ValidationError
 
 from abserve.config import ExperimentConfig, load_experiment
-from abserve.runs.blocks import (
+from abserve.model.placement import (
     block_order,
-    block_record,
-    experiment_blocks,
     is_balanced,
     parse_placement,
     placement_label,
@@ -23,6 +21,7 @@ from abserve.runs.blocks import (
     rotation,
     split_requests,
 )
+from abserve.runs.blocks import block_record, experiment_blocks
 
 
 def test_two_arms_swap_in_abba_order() -> None:

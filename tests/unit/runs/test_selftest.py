@@ -10,13 +10,11 @@ from tests.support.records_factory import ab_run, provenance, run_info
 from abserve.compare import Policy, judge, load_policy
 from abserve.model.records import LookupTelemetry
 from abserve.runs.selftest import (
-    SelftestConfig,
-    SelftestResult,
     configured_delay_us,
     load_selftest,
     roles_policy,
 )
-from abserve.runs.selftest_checks import CheckSpec, evaluate, injected_effect
+from abserve.runs.selftest_checks import CheckSpec, SelftestConfig, SelftestResult, evaluate, injected_effect
 from abserve.runs.selftest_md import results_markdown
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -179,7 +177,8 @@ def test_an_interval_above_the_injected_effect_holds_only_within_the_allowed_amp
 def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anything(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from abserve.runs.selftest import ExperimentOutcome, run_selftest, write_results
+    from abserve.runs.selftest import run_selftest, write_results
+    from abserve.runs.selftest_checks import ExperimentOutcome
 
     config = tmp_path / "selftest.yaml"
     config.write_text(f"policy: {ROOT / 'configs/policy/selftest.yaml'}\nexperiments: {{e: x.yaml}}\n"

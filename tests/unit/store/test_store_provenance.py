@@ -105,7 +105,7 @@ def test_a_default_changed_in_place_is_written() -> None:
 
 def test_the_judgment_carries_the_run_provenance_as_before(store: Store) -> None:
     run = dict_era_run(store).model_copy(update={"status": "completed"})
-    carried = json.loads(json.dumps(judge(run, ab_run(20), Policy()).provenance))
+    carried = judge(run, ab_run(20), Policy()).provenance.model_dump(mode="json")
     judges_own = {"policy_sha256", "config_sha256"}  # overwritten by the judgment, as before
     before = {k: v for k, v in json.loads(DICT_ERA).items() if k not in judges_own}
     assert {k: carried[k] for k in before} == before

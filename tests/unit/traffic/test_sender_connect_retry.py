@@ -19,7 +19,7 @@ from tests.support.fake_upstream import free_port
 
 from abserve.traffic.corpus import CorpusEntry
 from abserve.traffic.run_state import discover_model
-from abserve.traffic.sender import make_pool, send_entry
+from abserve.traffic.sender import SendOptions, make_pool, send_entry
 
 ANSWER = json.dumps({"choices": [{"finish_reason": "stop"}],
                      "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
@@ -75,9 +75,9 @@ def _entry() -> CorpusEntry:
 
 def _send(port: int, retry_s: float) -> tuple[float, object]:
     t0 = time.monotonic()
-    record = send_entry(make_pool(1), f"http://127.0.0.1:{port}", _entry(), run_id="r",
-                        profile="p", worker="w", timeout_s=5.0, scheduled_at=time.perf_counter(),
-                        connect_retry_s=retry_s)
+    opts = SendOptions(run_id="r", profile="p", worker="w", timeout_s=5.0, connect_retry_s=retry_s)
+    record = send_entry(make_pool(1), f"http://127.0.0.1:{port}", _entry(), opts,
+                        scheduled_at=time.perf_counter())
     return time.monotonic() - t0, record
 
 
