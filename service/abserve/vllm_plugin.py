@@ -11,6 +11,9 @@ once in every process it starts (API server, engine core, workers).
   ``get_mm_features_in_window`` by name (MRV2 ``encoder_runner`` and ``mm_pruning``, V1
   ``gpu_model_runner``); ``all`` also patches the engine core's scheduler,
   ``kv_cache_utils`` and ``block_pool``.
+- ``ABSERVE_MUTANT=salt-prefix`` (TEST-ONLY, ``abserve.mutants``) also patches
+  ``vllm.v1.request`` (the engine core's requests): every request's prefix-cache key is
+  salted with its own id, each salted request counted as an injected fault.
 - ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
   ``abserve.model.telemetry``).
 - ``ABSERVE_PARENT_PID`` (set by ``abserve run`` for its managed arms): the server process
@@ -122,6 +125,7 @@ def _init_state(mode: str, scope: str) -> None:
         argv=list(sys.argv),
     )
     targets = RUNNER_MODULES + (ENGINE_MODULES if scope == "all" else ())
+    targets += (mutants.SALT_MODULE,) if _state.mutant == "salt-prefix" else ()
     pending = [m for m in targets if _module_exists(m, _state.skipped)]
     for module_name in [m for m in pending if m in sys.modules]:
         patch_module(sys.modules[module_name])
@@ -239,6 +243,10 @@ def patch_module(module: ModuleType) -> None:
     if _state is None or _state.mode is None:
         raise RuntimeError("patch_module called before register() chose a lookup mode")
     name = module.__name__
+    if name == mutants.SALT_MODULE:  # the salt-prefix mutant's target: no lookup there
+        mutants.install_cache_salt(module.Request, _count_fault)
+        _state.patched.append(name)
+        return
     original = getattr(module, HELPER, None)
     if original is None:
         _state.skipped[name] = f"present but does not bind {HELPER}"

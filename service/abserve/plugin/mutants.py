@@ -29,12 +29,19 @@ never mistake a mutant arm for a real one:
   a decode step (at most one prefill chunk is a single token), takes ``ABSERVE_MUTANT_DELAY_US``
   more: the first token is on time, the stream stalls in its middle, so TTFT is untouched and
   the time per output token and end-to-end latency of those requests jump (issue 47).
+- ``salt-prefix`` (latency of conversations, issue 51): every request gets its own cache salt
+  (vLLM's ``cache_salt``, part of the first block's hash, so of every block hash after it), a
+  cache key salted per request: no request ever reuses a block another request left in the
+  prefix cache. Turns that resend a conversation's history prefill all of it again, so TTFT
+  of later turns jumps while first turns (nothing to reuse) stay as they were; outputs are
+  unchanged. Installed in the engine core's ``vllm.v1.request.Request``.
 
 Stdlib only (runs inside vLLM processes, imported by ``abserve.vllm_plugin``).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import zlib
@@ -52,8 +59,11 @@ STALL_SHARE_ENV = "ABSERVE_MUTANT_STALL_SHARE"
 STALL_STEP_ENV = "ABSERVE_MUTANT_STALL_STEP"
 DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
-MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall")
-LATENCY_MUTANTS = ("slow", "dense-slow", "stall", "decode-stall")
+MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall", "salt-prefix")
+LATENCY_MUTANTS = ("slow", "dense-slow", "stall", "decode-stall", "salt-prefix")
+# The module whose ``Request`` the ``salt-prefix`` mutant patches (the engine core's requests).
+SALT_MODULE = "vllm.v1.request"
+SALT_PREFIX = "abserve-salt-prefix:"
 
 Lookup = Callable[[Sequence[Feature], int, int], tuple[int, int]]
 
@@ -230,3 +240,31 @@ def install_embed_fault(runner_cls: Any, on_fault: Callable[[], None]) -> None:
 
     runner_cls._gather_mm_embeddings = choosing_gather
     runner_cls._get_encoder_output_from_cache = zeroing_get
+
+
+def salted(request_id: str, salt: str | None) -> str:
+    """The cache salt of a request under ``salt-prefix``: its own id (and any salt it had)."""
+    return f"{SALT_PREFIX}{request_id}:{salt or ''}"
+
+
+def install_cache_salt(request_cls: Any, on_salt: Callable[[], None]) -> None:
+    """Salt every new request's prefix-cache key with its own id (``salt-prefix``).
+
+    Wraps ``Request.__init__``: its ``cache_salt`` argument is replaced before the block hashes
+    are computed (vLLM hashes the salt into the first block, and each block's hash chains the
+    one before), so no two requests share a cached block. ``on_salt`` counts the requests."""
+    init = request_cls.__init__
+    if getattr(init, "abserve_salted", False):
+        return
+    signature = inspect.signature(init)
+
+    @wraps(init)
+    def salting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments["cache_salt"] = salted(str(bound.arguments["request_id"]),
+                                               bound.arguments.get("cache_salt"))
+        init(*bound.args, **bound.kwargs)
+        on_salt()
+
+    salting_init.abserve_salted = True  # type: ignore[attr-defined]
+    request_cls.__init__ = salting_init
