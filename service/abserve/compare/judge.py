@@ -2,7 +2,8 @@
 
 Order of work: drop warm-up exchanges; check the run can be trusted at all; grade equality for
 baseline/candidate and baseline/floor; measure per-request latency on every arm; judge each
-gate; break the shifts down by profile and items bucket and fit their trend over items;
+gate; break the shifts down by profile and items bucket and fit their trend over items (and
+by turn and shared prefix for conversations; each arm's prefix-cache hit rate);
 summarise each arm; combine everything into one verdict.
 
 What the policy's ``mode`` changes is one ``JudgmentPath``: ``judge_sequential.Sequential``
@@ -46,7 +47,9 @@ from abserve.compare.model import (
 from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import placement_line
 from abserve.compare.policy import Mode, Policy, bucket_label
+from abserve.compare.prefix_cache import prefix_cache_finding
 from abserve.compare.stats import evenly, hodges_lehmann, quantiles, theil_sen_trend
+from abserve.compare.turns import turn_rows
 from abserve.compare.verdict import invalid_reasons, overall
 from abserve.model.records import Exchange, RunInfo
 
@@ -268,6 +271,8 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         withhold_fails(lines)
     neighbours = apply_contamination(lines, invalid, run.provenance, policy.neighbours)
     rows, trends = breakdowns(judged, lat, policy)
+    labels = {name: f"{s.proven_lookup or s.expected_lookup} ({name})" if s.proven_lookup or s.expected_lookup
+              else f"arm {name}" for name, s in summaries.items()}
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
@@ -300,4 +305,6 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         neighbours=neighbours.facts if neighbours else [],
         provenance=_provenance(run, policy),
         policy=policy.model_dump(mode="json"),
+        turns=turn_rows(judged, lat, policy),
+        prefix_cache=prefix_cache_finding(run.provenance.blocks, policy, labels),
     )

@@ -6,9 +6,9 @@ HTML or Markdown report comes from here, so the JSON alone reproduces the sign-o
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from abserve.compare.equality import PairResult
 from abserve.compare.trajectory import Look as Look  # re-exported: the gates and the report read it here
@@ -17,6 +17,8 @@ from abserve.model.provenance import RunProvenance
 from abserve.model.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
+# Judgment keys left out of report.json while empty: sections that most runs do not have.
+WRITTEN_WHEN_PRESENT = frozenset({"turns", "prefix_cache"})
 
 Outcome = Literal["pass", "marginal", "fail", "inconclusive", "unstable", "invalid"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive": 2, "unstable": 2,
@@ -215,6 +217,44 @@ class BreakdownRow(BaseModel):
     high: float | None = None
 
 
+class TurnRow(BaseModel):
+    """Latency within one group of a conversation's requests (``abserve.compare.turns``):
+    ``turn`` (first turn, later turns) or ``shared-prefix`` (shared, not shared); each arm's
+    median and the paired A/B shift (Hodges-Lehmann, candidate - baseline, seconds)."""
+
+    dimension: Literal["turn", "shared-prefix"]
+    group: str
+    metric: str
+    n: int
+    baseline: float | None = None  # median over the group's pairs
+    candidate: float | None = None
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class CacheRate(BaseModel):
+    """One arm's prefix cache over the judged blocks: prompt tokens looked up, tokens found."""
+
+    queries: int
+    hits: int
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0
+
+
+class PrefixCacheFinding(BaseModel):
+    """Each arm's prefix-cache hit rate and whether baseline and candidate differ by more
+    than the policy's ``prefix_cache.max_hit_rate_difference`` (``abserve.compare.prefix_cache``)."""
+
+    arms: dict[str, CacheRate]
+    difference: float | None = None  # candidate rate - baseline rate; None: one is unmeasured
+    threshold: float
+    flagged: bool = False
+    text: str  # the finding (or the rates) in one sentence
+
+
 class TrendLine(BaseModel):
     """Theil-Sen slope of a paired difference against items per request (seconds per item)."""
 
@@ -307,6 +347,14 @@ class Judgment(BaseModel):
     provenance: JudgedProvenance = Field(default_factory=JudgedProvenance)
     policy: dict[str, object] = Field(default_factory=dict)
     unpaired: UnpairedFacts | None = None  # set by ``abserve compare`` (saved runs, not paired)
+    # Conversations (issue 51); written only when present, so other runs' report.json keep their bytes.
+    turns: list[TurnRow] = Field(default_factory=list)  # latency by turn and shared prefix
+    prefix_cache: PrefixCacheFinding | None = None  # the arms' prefix-cache hit rates
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key not in WRITTEN_WHEN_PRESENT or value}
 
     def lookup(self) -> dict[str, str | None]:
         """Per arm, the lookup mode its server proved (None = unproven)."""

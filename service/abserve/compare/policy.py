@@ -12,7 +12,16 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.packaged import PackagedError, resolve_config
@@ -221,6 +230,17 @@ class SavedRule(_Strict):
     run_to_run_spread: float = Field(default=0.12, ge=0.0)
 
 
+class PrefixCacheRule(_Strict):
+    """The prefix-cache hit-rate finding (``abserve.compare.prefix_cache``): the arms' hit rates
+    (cached prompt tokens per prompt token looked up, from each server's metrics) differing by
+    more than ``max_hit_rate_difference`` (an absolute difference of rates: 0.05 = 5 points) is
+    stated on the first screen as a finding of its own. It never changes the verdict: the arms
+    received identical requests, so a difference is the candidate's own doing, and what it costs
+    or saves the users is what the latency gates judge (a later-turn stratum sees it first)."""
+
+    max_hit_rate_difference: float = Field(default=0.05, ge=0.0, le=1.0)
+
+
 class Policy(_Strict):
     """A complete sign-off policy; its defaults are ``configs/policy/default.yaml``'s.
 
@@ -252,6 +272,9 @@ class Policy(_Strict):
     per_item: tuple[PerItemRule, ...] = ()
     strata: tuple[StratumRule, ...] = ()
     saved: SavedRule = SavedRule()
+    # Written (and hashed in ``digest``) only when a policy file gives it, so the policies and
+    # reports from before it existed keep their bytes and their SHA-256 (``_as_written``).
+    prefix_cache: PrefixCacheRule = PrefixCacheRule()
     metrics: tuple[MetricRule, ...] = (
         MetricRule(metric="tpot", statistic="hl", allowed_relative=0.05, critical=True),
         MetricRule(metric="ttft", statistic="hl", allowed_relative=0.05, critical=True),
@@ -276,6 +299,13 @@ class Policy(_Strict):
         if not isinstance(enabled, bool):
             raise ValueError(f"sequential.enabled must be true or false, not {enabled!r} (now: mode)")
         return {**data, "sequential": rule, "mode": "sequential" if enabled else "fixed"}
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if "prefix_cache" not in self.model_fields_set:
+            dumped.pop("prefix_cache", None)
+        return dumped
 
     @field_validator("items_buckets")
     @classmethod

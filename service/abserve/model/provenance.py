@@ -16,7 +16,8 @@ Two promises keep the stores and reports of earlier versions working:
 
 Who writes what: ``abserve.runs.provenance.run_provenance`` (versions, hashes, seeds, host,
 load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_seen``, each block's
-``neighbours``), ``abserve.runs.combine`` (GPU rotation blocks, ``combined_from``), ``run_provenance`` also
+``neighbours`` and ``prefix_cache``), ``abserve.runs.combine`` (GPU rotation blocks,
+``combined_from``), ``run_provenance`` also
 each arm as configured (``arm_configs``) and the accepted release a baseline came from
 (``accepted_baseline``, ``abserve.ledger.baseline``),
 the compose target (``arm_environment``: each arm's worker settings; ``load``, how a load
@@ -77,6 +78,15 @@ class BlockNeighbours(ProvenanceRecord):
     arms: dict[str, ArmLoad] = Field(default_factory=dict)
 
 
+class PrefixCacheCounts(ProvenanceRecord):
+    """An arm's prefix cache over a block: prompt tokens looked up in it and tokens found
+    (vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` counters, read from the
+    arm's ``/metrics`` before and after the block: ``abserve.launch.cache_metrics``)."""
+
+    queries: int = 0
+    hits: int = 0
+
+
 class BlockRecord(ProvenanceRecord):
     """One block of a run (``RunInfo.provenance.blocks``): when it ran and where each arm ran.
 
@@ -93,6 +103,9 @@ class BlockRecord(ProvenanceRecord):
     requests: int | None = None
     pinned: dict[str, dict[str, int]] = Field(default_factory=dict)  # arm -> threads, off_placement
     neighbours: BlockNeighbours | None = None
+    # arm -> its prefix cache's queries and hits in this block; only arms whose server counted
+    # any (a server without a prefix cache, or without metrics, leaves the block without it)
+    prefix_cache: dict[str, PrefixCacheCounts] = Field(default_factory=dict)
 
 
 class LookRecord(ProvenanceRecord):

@@ -207,6 +207,16 @@ def hidden_sentences(j: Judgment) -> list[Sentence]:
                      "fail")]
 
 
+def prefix_cache_sentences(j: Judgment) -> list[Sentence]:
+    """The arms' prefix-cache hit rates when they differ beyond the policy's threshold (issue 51):
+    a finding of its own, never a verdict (``abserve.compare.prefix_cache``)."""
+    finding = j.prefix_cache
+    if finding is None or not finding.flagged:
+        return []
+    return [Sentence(finding.text, "#conversations", "the prefix cache and latency by turn",
+                     "Conversations and the prefix cache", "open")]
+
+
 def invalid_sentences(j: Judgment) -> list[Sentence]:
     reasons = "; ".join(j.invalid_reasons)
     return [
@@ -253,6 +263,7 @@ def first_screen(j: Judgment) -> list[Sentence]:
     if per_image is not None:
         out.append(per_image)
     out += hidden_sentences(j)
+    out += prefix_cache_sentences(j)
     named = [r.split(" — ", 1)[0].replace(": ", " ", 1) for r in j.reasons if " — " in r]
     if named and (j.verdict not in ("pass", "fail") or not any(x.tone == "fail" for x in out)):
         # what made the verdict, when the sentences above do not already say it

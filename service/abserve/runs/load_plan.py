@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from abserve.arms import arm_servers
+from abserve.arms.cache_metrics import BlockCacheReader
 from abserve.arms.neighbours import block_sampler
 from abserve.arms.run_paths import LoadStopped, RunError, RunPaths
 from abserve.compare.family import Family
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 def send_block(ctx: RunContext, block: Block) -> BlockRecord:
     """Re-pin the arms for ``block`` (when the config rotates CPU sets) and send its share of
     every profile, one after another, each request tagged with the block and placement; the
-    block's record carries the foreign load its arms' CPUs saw (``abserve.arms.neighbours``)."""
+    block's record carries the foreign load its arms' CPUs saw (``abserve.arms.neighbours``)
+    and each arm's prefix-cache queries and hits (``abserve.arms.cache_metrics``)."""
     config, servers = ctx.config, ctx.servers
     pinned = None
     if config.blocks.cpu_sets is not None:
@@ -55,10 +57,13 @@ def send_block(ctx: RunContext, block: Block) -> BlockRecord:
     tags = {"block": str(block.index)}
     if any(block.placement.values()):  # unpinned arms: placement not controlled, not tagged
         tags["placement"] = block.label
-    with block_sampler(servers, block.placement) as sampler:
+    with block_sampler(servers, block.placement) as sampler, BlockCacheReader(servers) as cache:
         sent = send_shares(ctx, block, tags)
     # with the foreign load on the arms' cores (arms/neighbours.py)
-    return block_record(block, started, time.time(), sent, pinned, sampler.facts())
+    record = block_record(block, started, time.time(), sent, pinned, sampler.facts())
+    if cache.counts:  # each arm's prefix-cache hits (arms/cache_metrics.py); none: not written
+        record.prefix_cache = cache.counts
+    return record
 
 
 def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:

@@ -1,0 +1,49 @@
+"""A multi-turn traffic file for the prefix-cache runs: OpenAI JSON Lines, one turn per line.
+
+Each session opens with a long user message (``words`` everyday words, so its prefill takes many
+chunks) and goes on with short turns; turn ``k`` carries the whole history as recorded (the
+assistant's answers are fixed text, never an arm's live output), so both arms receive identical
+requests and a server whose prefix cache works prefills only what is new. Sessions are marked as
+the sessions reader expects (``session_id``, ``turn``); ``tagged=True`` writes the tags instead
+(``session``, ``turn``, ``shared-prefix``), for a reader without sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from abserve.traffic.corpus import WORDS
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def conversation_lines(sessions: int, turns: int = 3, *, words: int = 400, seed: int = 0,
+                       max_tokens: int = 8, model: str = "tiny-llava", tagged: bool = False
+                       ) -> list[dict[str, Any]]:
+    """The lines of ``sessions`` sessions of ``turns`` turns each, session after session."""
+    rng = random.Random(seed)
+    lines: list[dict[str, Any]] = []
+    for s in range(1, sessions + 1):
+        history: list[dict[str, str]] = []
+        for turn in range(1, turns + 1):
+            ask = _text(rng, words if turn == 1 else 24)
+            history.append({"role": "user", "content": ask})
+            body = {"model": model, "messages": list(history), "max_tokens": max_tokens, "temperature": 0}
+            marks: dict[str, Any] = (
+                {"tags": {"session": f"s{s}", "turn": str(turn), "shared-prefix": "yes" if turn > 1 else "no"}}
+                if tagged else {"session_id": f"s{s}", "turn": turn})
+            lines.append({**marks, **body})
+            history.append({"role": "assistant", "content": _text(rng, 16)})
+    return lines
+
+
+def write_conversations(path: Path, sessions: int, turns: int = 3, **kw: Any) -> Path:
+    """``conversation_lines`` written to ``path`` as JSON Lines."""
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n"
+                            for line in conversation_lines(sessions, turns, **kw)))
+    return path
