@@ -33,9 +33,11 @@ def conversation_lines(sessions: int, turns: int = 3, *, words: int = 400, seed:
         for turn in range(1, turns + 1):
             ask = _text(rng, words if turn == 1 else 24)
             history.append({"role": "user", "content": ask})
-            body = {"model": model, "messages": list(history), "max_tokens": max_tokens, "temperature": 0}
+            body = {"model": model, "messages": list(history), "max_tokens": max_tokens, "temperature": 0,
+                    "stream": True}
+            shared = "yes" if turn > 1 else "no"
             marks: dict[str, Any] = (
-                {"tags": {"session": f"s{s}", "turn": str(turn), "shared-prefix": "yes" if turn > 1 else "no"}}
+                {"tags": {"session": f"s{s}", "turn": str(turn), "shared-prefix": shared}}
                 if tagged else {"session_id": f"s{s}", "turn": turn})
             lines.append({**marks, **body})
             history.append({"role": "assistant", "content": _text(rng, 16)})

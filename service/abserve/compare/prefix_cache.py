@@ -55,7 +55,8 @@ def prefix_cache_finding(blocks: Iterable[BlockRecord], policy: Policy,
     both = base is not None and cand is not None and base.queries > 0 and cand.queries > 0
     difference = cand.rate - base.rate if both and base is not None and cand is not None else None
     flagged = difference is not None and abs(difference) > threshold
-    said = ", ".join(_rate_words(names.get(arm, f"arm {arm}"), rates.get(arm)) for arm in (base_name, cand_name))
+    said = ", ".join(_rate_words(names.get(arm, f"arm {arm}"), rates.get(arm))
+                     for arm in (base_name, cand_name))
     if difference is None:
         text = f"Prefix-cache hit rate: {said}; the arms cannot be compared."
     elif flagged:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -37,8 +38,8 @@ def test_counters_are_summed_over_engines_and_nothing_else_is_counted() -> None:
 
 def test_a_page_without_the_counters_is_none_and_bad_lines_are_skipped() -> None:
     assert parse_prefix_cache("# HELP x y\nprocess_cpu_seconds_total 3.0\n") is None
-    assert parse_prefix_cache("vllm:prefix_cache_hits not-a-number\nvllm:prefix_cache_queries 7 1700000\n") == \
-        PrefixCacheCounts(queries=7, hits=0)
+    page = "vllm:prefix_cache_hits not-a-number\nvllm:prefix_cache_queries 7 1700000\n"
+    assert parse_prefix_cache(page) == PrefixCacheCounts(queries=7, hits=0)
 
 
 def test_block_counts_keep_only_arms_that_counted_queries_both_times() -> None:
@@ -59,7 +60,7 @@ def test_a_block_without_counts_writes_no_key_and_one_with_counts_round_trips() 
 
 
 class _Metrics(BaseHTTPRequestHandler):
-    pages: list[str] = []
+    pages: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         if self.path != "/metrics":
