@@ -10,7 +10,7 @@ from vllm.utils.hashing import sha256
 from vllm.v1.core import kv_cache_utils
 from vllm.v1.request import Request
 
-from abserve import mutants
+from abserve.plugin import mutants
 
 
 def test_salt_prefix_gives_every_request_its_own_block_hashes_with_vllms_own_hasher() -> None:
