@@ -47,7 +47,7 @@ from abserve.compare.model import (
 from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import placement_line
 from abserve.compare.policy import Mode, Policy, bucket_label
-from abserve.compare.prefix_cache import prefix_cache_finding
+from abserve.compare.prefix_cache import arm_labels, prefix_cache_finding
 from abserve.compare.stats import evenly, hodges_lehmann, quantiles, theil_sen_trend
 from abserve.compare.turns import turn_rows
 from abserve.compare.verdict import invalid_reasons, overall
@@ -271,8 +271,6 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         withhold_fails(lines)
     neighbours = apply_contamination(lines, invalid, run.provenance, policy.neighbours)
     rows, trends = breakdowns(judged, lat, policy)
-    labels = {name: f"{s.proven_lookup or s.expected_lookup} ({name})" if s.proven_lookup or s.expected_lookup
-              else f"arm {name}" for name, s in summaries.items()}
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
@@ -306,5 +304,5 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         provenance=_provenance(run, policy),
         policy=policy.model_dump(mode="json"),
         turns=turn_rows(judged, lat, policy),
-        prefix_cache=prefix_cache_finding(run.provenance.blocks, policy, labels),
+        prefix_cache=prefix_cache_finding(run.provenance.blocks, policy, arm_labels(summaries)),
     )

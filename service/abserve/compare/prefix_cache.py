@@ -17,9 +17,9 @@ points of hit rate). Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from abserve.compare.model import CacheRate, PrefixCacheFinding
+from abserve.compare.model import ArmSummary, CacheRate, PrefixCacheFinding
 from abserve.compare.policy import Policy
 from abserve.model.provenance import BlockRecord
 
@@ -32,6 +32,13 @@ def arm_rates(blocks: Iterable[BlockRecord]) -> dict[str, CacheRate]:
             queries, hits = totals.get(arm, (0, 0))
             totals[arm] = (queries + counts.queries, hits + counts.hits)
     return {arm: CacheRate(queries=q, hits=h) for arm, (q, h) in sorted(totals.items())}
+
+
+def arm_labels(arms: Mapping[str, ArmSummary]) -> dict[str, str]:
+    """How the finding names each arm: its proven (else expected) lookup and name,
+    ``linear+salt-prefix (b)``, or ``arm b`` when it has none."""
+    return {name: f"{lookup} ({name})" if (lookup := arm.proven_lookup or arm.expected_lookup)
+            else f"arm {name}" for name, arm in arms.items()}
 
 
 def _rate_words(name: str, rate: CacheRate | None) -> str:
