@@ -5,11 +5,17 @@ vLLM is imported at collection (as ``test_lookup``): its first import spawns a c
 
 from __future__ import annotations
 
+import os
+from types import ModuleType
+
+import pytest
 from vllm import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core import kv_cache_utils
 from vllm.v1.request import Request
 
+from abserve import vllm_plugin
+from abserve.model.telemetry import ProcessTelemetry
 from abserve.plugin import mutants
 
 
@@ -39,3 +45,24 @@ def test_salt_prefix_gives_every_request_its_own_block_hashes_with_vllms_own_has
     assert not set(one.block_hashes) & set(plain[0].block_hashes)
     assert two.cache_salt == mutants.salted("r2", "user")
     assert salted == [1, 1]
+
+
+def test_the_plugin_salts_the_request_module_it_is_given_and_counts_each_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vllm.v1.request`` is patched (and listed as patched) in a process whose mutant is
+    ``salt-prefix``; each salted request counts as an injected fault in its telemetry."""
+    state = ProcessTelemetry(pid=os.getpid(), process_name="EngineCore", role="engine", mode="linear",
+                             scope="runner", vllm_version=None, mutant="salt-prefix")
+    monkeypatch.setattr(vllm_plugin, "_state", state)
+
+    class Salted(Request):
+        pass
+
+    module = ModuleType(mutants.SALT_MODULE)
+    module.Request = Salted  # type: ignore[attr-defined]
+    vllm_plugin.patch_module(module)
+    assert state.patched == [mutants.SALT_MODULE]
+    request = Salted(request_id="r9", prompt_token_ids=[1, 2, 3],
+                     sampling_params=SamplingParams(max_tokens=1), pooling_params=None)
+    assert request.cache_salt == mutants.salted("r9", None)
+    assert state.counters.faults_injected == 1
