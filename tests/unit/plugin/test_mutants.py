@@ -60,4 +60,3 @@ def test_unknown_mutant_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(mutants.MUTANT_ENV, "off-by-two")
     with pytest.raises(ValueError, match="expected one of"):
         mutants.selected_mutant()
-
