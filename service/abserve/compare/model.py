@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from abserve.compare.equality import PairResult
 from abserve.compare.trajectory import Look as Look  # re-exported: the gates and the report read it here
@@ -239,6 +239,7 @@ class CacheRate(BaseModel):
     queries: int
     hits: int
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
