@@ -4,10 +4,14 @@
 (``configs/prefix-cache-cpu.yaml``), a multi-turn file of 10 conversations of 3 turns replayed
 turn by turn (``configs/traffic/conversations-cpu.jsonl``, ``session_id`` / ``turn`` lines written
 by ``tests/support/conversation_file.py``; the policy's warm-up cut takes the first), arm b
-salting every request's cache key with its own id (``ABSERVE_MUTANT=salt-prefix``). The run must
+salting every request's cache key with its own id (``ABSERVE_MUTANT=salt-prefix``); then a
+Mooncake-style trace (``configs/traffic/mooncake-cpu.jsonl``: 6 documents of 12 blocks of 64
+tokens, each read by 4 lines in a row, ``write_trace`` there) whose lines but a document's first
+share its prefix. The run must
 fail on the later-turns TTFT stratum, name the mutant (``linear+salt-prefix``) and the hit-rate
 finding on the first screen, and report the baseline's hits against the mutant's none, read from
-the servers' own metrics. One run of 30 requests: 83 s here with the tiny model built.
+the servers' own metrics; the trace's lines that share a prefix are slower on the mutant too (the
+shared-prefix rows count both traffics). One run of 30 + 24 requests.
 
 On a busy machine the neighbour rule may hold the latency gates open (other work took over the
 arms' core): then the same records judged without that rule must fail as above
@@ -47,3 +51,7 @@ def test_salting_the_prefix_cache_key_fails_on_ttft_of_later_turns(tmp_path: Pat
     rows = {(r["group"], r["metric"]): r for r in report["turns"]}  # type: ignore[attr-defined]
     assert rows["later turns", "ttft"]["low"] > 0, rows
     assert (rows["first turn", "ttft"]["n"], rows["later turns", "ttft"]["n"]) == (9, 18)  # session 1 cut
+    # the trace: 6 documents' first lines share nothing, their 18 next lines share 12 blocks each
+    shared, alone = rows["shared prefix", "ttft"], rows["no shared prefix", "ttft"]
+    assert (alone["n"], shared["n"]) == (9 + 6, 18 + 18), rows
+    assert shared["low"] > 0, shared

@@ -1,4 +1,5 @@
-"""A multi-turn traffic file for the prefix-cache runs: OpenAI JSON Lines, one turn per line.
+"""Traffic files for the prefix-cache runs: a multi-turn file (OpenAI JSON Lines, one turn per line)
+and a Mooncake-style trace whose lines share prefix blocks (``trace_lines``).
 
 Each session opens with a long user message (``words`` everyday words, so its prefill takes many
 chunks) and goes on with short turns; turn ``k`` carries the whole history as recorded (the
@@ -48,4 +49,26 @@ def write_conversations(path: Path, sessions: int, turns: int = 3, **kw: Any) ->
     """``conversation_lines`` written to ``path`` as JSON Lines."""
     path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n"
                             for line in conversation_lines(sessions, turns, **kw)))
+    return path
+
+
+def trace_lines(documents: int, readers: int = 4, *, shared_blocks: int = 12, block_size: int = 64,
+                output_length: int = 8, gap_ms: int = 500) -> list[dict[str, Any]]:
+    """A Mooncake-style trace (``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``):
+    ``documents`` long prefixes of ``shared_blocks`` blocks, each read by ``readers`` lines in a row
+    that add one block of their own, so every line but a document's first shares its prefix."""
+    lines: list[dict[str, Any]] = []
+    for doc in range(documents):
+        shared = [doc * 100 + block for block in range(shared_blocks)]
+        for _ in range(readers):
+            own = 10_000 + len(lines)
+            lines.append({"timestamp": gap_ms * len(lines), "input_length": (shared_blocks + 1) * block_size,
+                          "output_length": output_length, "hash_ids": [*shared, own]})
+    return lines
+
+
+def write_trace(path: Path, documents: int, **kw: Any) -> Path:
+    """``trace_lines`` written to ``path`` as JSON Lines."""
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n"
+                            for line in trace_lines(documents, **kw)))
     return path
