@@ -10,6 +10,7 @@ Every page is one file with inline CSS and SVG; the index's filter is a small in
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,7 +38,9 @@ class SiteSummary:
     marked: int
 
 
+@functools.cache
 def _env() -> Environment:
+    """The site's template environment, built once a process (templates compiled once)."""
     return Environment(
         loader=PackageLoader("abserve.ledger", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html.j2",)),

@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import cast
 
@@ -43,7 +43,10 @@ class ReportPaths:
     judgment: Judgment | None = field(default=None, repr=False, compare=False)
 
 
+@cache
 def _env() -> Environment:
+    """The report's template environment, built once a process: each template is compiled on
+    its first render and kept (a fresh environment per report recompiled every template)."""
     env = Environment(
         loader=PackageLoader("abserve.report", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
