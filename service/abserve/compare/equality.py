@@ -166,16 +166,28 @@ def _drift(
     A position also drifts when its top-k candidate sets differ or a candidate's logprob moved
     beyond the tolerance.
     """
+    # the hot loop of every equality check (a pair a digested exchange): the maxima are taken
+    # as ``max`` takes them (a later value replaces the kept one only when greater), inline
     worst, first = 0.0, None
     for i in range(min(length, len(left), len(right))):
         lp, rp = left[i], right[i]
         delta = abs(lp.logprob - rp.logprob)
-        ltop = {_key(t, by_id): t.logprob for t in lp.top}
-        rtop = {_key(t, by_id): t.logprob for t in rp.top}
+        ltop: dict[int | str | None, float]
+        rtop: dict[int | str | None, float]
+        if by_id:
+            ltop = {t.token_id: t.logprob for t in lp.top}
+            rtop = {t.token_id: t.logprob for t in rp.top}
+        else:
+            ltop = {t.token: t.logprob for t in lp.top}
+            rtop = {t.token: t.logprob for t in rp.top}
         same_set = ltop.keys() == rtop.keys()
         if same_set:
-            delta = max([delta, *(abs(ltop[k] - rtop[k]) for k in ltop)])
-        worst = max(worst, delta)
+            for k, logprob in ltop.items():
+                gap = abs(logprob - rtop[k])
+                if gap > delta:
+                    delta = gap
+        if delta > worst:
+            worst = delta
         if first is None and (delta > tolerance or not same_set):
             first = i
     return worst, first
