@@ -36,7 +36,7 @@ test: setup
 # `make test` (CI) runs everything.
 FAST := not server and not vllm and not postgres and not browser and not compose
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit -m "$(FAST)" $(PYTEST_ARGS)
+	ABSERVE_EXAMPLES_DIVISOR=4 $(PY) -m pytest -q -p no:cacheprovider tests/unit -m "$(FAST)" $(PYTEST_ARGS)
 
 # ruff; the layers and no import cycles (.importlinter, import-linter); mypy
 lint: setup

@@ -2,7 +2,8 @@
 
 A session-scoped server is started only by the first test that asks for it. The plugin
 ``tests.support.heavy_marks`` fails any test that starts a process or a server without the
-marker saying so (``make test-fast`` selects by marker).
+marker saying so (``make test-fast`` selects by marker); ``tests.support.fast_examples`` runs
+fewer hypothesis examples where ``make test-fast`` asks for it (``make test`` runs them all).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from tests.support.postgres import PgServer, PostgresUnavailable, throwaway_postgres
 
-pytest_plugins = ("tests.support.heavy_marks", "pytester")
+pytest_plugins = ("tests.support.heavy_marks", "tests.support.fast_examples", "pytester")
 
 
 @pytest.fixture(scope="session")
