@@ -12,6 +12,7 @@
 # at the end (scripts/test_times.py). Exit: 0 when every lane passed, else the first failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+unset ABSERVE_EXAMPLES_DIVISOR  # every hypothesis example here; only make test-fast runs fewer
 PY=.venv/bin/python
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider)
 FAULTS_CASE='tests/compose_stack/test_compose_check.py::test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found[compose-faults]'
