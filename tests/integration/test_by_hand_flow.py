@@ -84,11 +84,14 @@ def test_by_hand_flow_with_vllm_bench_serve(vllm_pair, tmp_path: Path) -> None:
 
     out = tmp_path / "report"
     reported = abserve("report", run_id, "--db", db, "--out", str(out), "--policy", str(POLICY))
-    summary = json.loads((out / "report.json").read_text())["summary"]
+    judged = json.loads((out / "report.json").read_text())
+    summary = judged["summary"]
     assert reported.returncode == summary["exit_code"], reported.stderr
     verdict = summary["verdict"]
-    gates = {g["name"]: g["outcome"] for g in summary["gates"]}
-    assert verdict not in ("fail", "invalid"), (verdict, gates, reported.stdout)
+    # the tail guards too fail only beyond the allowance plus the policy's unknown_placement_bias:
+    # on ~60 ms TTFTs the paired noise alone slows a quarter of requests by 10%
+    why = "\n".join([verdict, *judged["reasons"], *judged["invalid_reasons"]])
+    assert verdict not in ("fail", "invalid"), why
     assert reported.returncode in (0, 2)
     assert summary["placement_known"] is False
     assert "not controlled" in summary["placement_statement"]

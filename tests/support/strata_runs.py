@@ -37,8 +37,9 @@ def policy(**kw: object) -> Policy:
 
 
 def run(n: int, *, dense: float = 0.0, stall_share: float = 0.0, stall: float = 0.5, seed: int = 0,
-        heavy: bool = False, items: tuple[int, ...] = ITEMS) -> list[Exchange]:
-    """``n`` exchanges; b is ``dense`` (relative) slower on >= 128 images, stalls on a share."""
+        heavy: bool = False, items: tuple[int, ...] = ITEMS, placed: bool = True) -> list[Exchange]:
+    """``n`` exchanges; b is ``dense`` (relative) slower on >= 128 images, stalls on a share;
+    ``placed=False``: no placement tags (a by-hand run, placement not controlled)."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
@@ -55,7 +56,7 @@ def run(n: int, *, dense: float = 0.0, stall_share: float = 0.0, stall: float = 
             gap_b, ttft_b = gap_b * (1 + dense), ttft_b * (1 + dense)
         if stall_share and rng.random() < stall_share:
             ttft_b += stall
-        tags = {"block": str(i // 8), "placement": "a:0,b:0"}
+        tags = {"block": str(i // 8), "placement": "a:0,b:0"} if placed else {}
         arms = [arm("a", TOKENS, ttft=ttft_a, itl=gap_a), arm("b", TOKENS, ttft=ttft_b, itl=gap_b)]
         out.append(exchange(i, arms,
                             items=k, profile="many-items" if k >= 128 else "mixed", extra_tags=tags))

@@ -75,7 +75,7 @@ def latency_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, polic
     if rule.statistic == "hl":
         return shift_line(rule, judged, lat, policy, ends, placement_known)
     if policy.sequential.tails == "anytime":
-        return tail_line(rule, judged, lat, policy, ends)
+        return tail_line(rule, judged, lat, policy, ends, placement_known)
     line = metric_line(rule, judged, lat, policy)
     line.reason += " (fixed-sample interval, not anytime-valid)"
     return line

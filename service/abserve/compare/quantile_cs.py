@@ -42,6 +42,7 @@ import numpy as np
 from scipy.special import betaln
 
 from abserve.base.units import ms
+from abserve.compare.causes import hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import MetricLine
@@ -212,18 +213,20 @@ def tail_difference(baseline: Sequence[float] | np.ndarray, candidate: Sequence[
 
 
 def tail_decision(diff: TailDifference, relative: float, absolute: float,
-                  direction: str = "increase") -> str:
-    """``fail``, ``pass`` or ``open`` for an allowed increase of ``max(relative * q_b, absolute)``.
+                  direction: str = "increase", margin: float = 0.0) -> str:
+    """``fail``, ``pass`` or ``open`` for an allowed increase of ``max(relative * q_b, absolute)``;
+    a fail must also clear ``margin`` beyond it (an unknown placement's bias).
 
     The allowance is taken at the end of the baseline's sequence that makes each decision
     hardest, so it holds for the true ``q_b`` whenever the sequences cover.
     """
     b, c = diff.baseline, diff.candidate
     if direction == "decrease":  # mirrored: the candidate must not be lower by more than allowed
-        worse = c.high < b.low - max(relative * abs(b.low), absolute)
+        worse = c.high < b.low - max(relative * abs(b.low), absolute) - margin
         within = c.low >= b.high - max(relative * abs(b.high), absolute)
     else:
-        worse = c.low - b.high > max(relative * abs(b.high), absolute) if math.isfinite(b.high) else False
+        worse = c.low - b.high > max(relative * abs(b.high), absolute) + margin \
+            if math.isfinite(b.high) else False
         within = c.high - b.low <= max(relative * abs(b.low), absolute) if math.isfinite(b.low) else False
     if worse:
         return "fail"
@@ -262,9 +265,9 @@ def _trajectory(counts: Sequence[int], path: Sequence[QuantileBounds | TailDiffe
 
 
 def _paired_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                 counts: list[int]) -> tuple[Looks, str]:
+                 counts: list[int], margin: float = 0.0) -> tuple[Looks, str]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
-    excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)
+    excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute) - margin
     looks = _trajectory(counts, quantile_path(diffs, counts, p, alpha))
     return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
 
@@ -290,23 +293,25 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 
 
 def _two_sample_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                     counts: list[int]) -> tuple[Looks, str]:
+                     counts: list[int], margin: float = 0.0) -> tuple[Looks, str]:
     path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
                                                  quantile_path(cand, counts, p, alpha / 2), strict=True)]
     looks = _trajectory(counts, path)
-    decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction) \
-        if path else "open"
+    decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction,
+                             margin) if path else "open"
     return looks, decision
 
 
 def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: Policy,
-              ends: Sequence[int]) -> MetricLine:
+              ends: Sequence[int], placement_known: bool = True) -> MetricLine:
     """A percentile rule (p50/p95/p99) judged on quantile confidence sequences at every look.
 
     ``paired`` (the policy's ``sequential.tail_design``): the interval shown is that of the
     ``p``-quantile of the per-request difference; the decision is on the ``p``-quantile of
     each request's slowdown beyond its own allowance (fail: more than ``1 - p`` of requests
     proven slowed beyond it). ``two-sample``: the difference of the arms' own quantiles.
+    Without controlled placement a fail must hold with each allowance widened by the policy's
+    ``unknown_placement_bias`` (as a shift's must: ``abserve.compare.gates``).
     """
     roles, alpha = policy.arms, 1.0 - policy.confidence
     sample = paired_sample(judged, lat, rule.metric, roles.baseline, roles.candidate)
@@ -319,6 +324,10 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     line.method = "anytime-quantile-paired" if paired else "anytime-quantile-two-sample"
     path = _paired_path if paired else _two_sample_path
     line.trajectory, decision = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
+    bias = 0.0 if placement_known else policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
+    held = decision in ("fail", "unstable") and bias > 0 and \
+        path(rule, sample.baseline, sample.candidate, p, alpha, counts, bias)[1] not in ("fail", "unstable")
+    decision = "open" if held else decision
     if len(index) < policy.min_samples or not counts:
         line.reason = f"{len(index)} paired requests, fewer than the {policy.min_samples} required"
         return _guarded(line, rule, policy)
@@ -348,6 +357,13 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
         line.outcome, line.reason = "pass", f"{what}: ruled out ({how})"
     else:
         line.reason = f"{what}: not yet decided ({how})"
+    if held:
+        line.reason += (f"; placement not controlled by abserve: slowdowns this small could be its "
+                        f"bias ({ms(bias)})")
+        hold(line, "placement", placement_detail(bias, "a placement abserve did not control", line.threshold))
+    elif bias > 0 and line.regression:
+        line.reason += (f"; placement not controlled by abserve, and the slowdowns exceed each allowance "
+                        f"by more than its bias ({ms(bias)})")
     return _guarded(line, rule, policy)
 
 

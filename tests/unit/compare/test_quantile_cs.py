@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from tests.support.strata_runs import judged, policy, run
 
+from abserve.compare import Policy
 from abserve.compare.gates import stop_now
+from abserve.compare.model import MetricLine
 from abserve.compare.quantile_cs import (
     accepted_counts,
     paired_decision,
@@ -23,6 +25,7 @@ from abserve.compare.quantile_cs import (
     tail_decision,
     tail_difference,
 )
+from abserve.model.records import Exchange
 
 
 @pytest.mark.parametrize("p", [0.5, 0.95])
@@ -79,6 +82,40 @@ def test_a_stall_on_a_third_of_requests_fails_the_tail_gate_and_stops_the_run() 
     assert j.verdict == "fail"
     assert any(r.startswith("ttft.p95: fail") for r in j.reasons)
     assert stop_now([(m.name, m.critical, m.outcome) for m in j.metrics])
+
+
+def test_unknown_placement_widens_each_allowance_of_a_tail_fail_by_its_bias() -> None:
+    """A by-hand run (no placement tags) fails a tail only beyond the allowance plus the policy's
+    unknown_placement_bias, as its shift gates do; a controlled run ignores the bias."""
+    def biased(ttft: float, design: str = "paired") -> Policy:
+        return policy(sequential={"look_every": 8, "warmup": "fixed", "tails": "anytime",
+                                  "tail_design": design, "unknown_placement_bias": {"ttft": ttft}})
+
+    def tail(exchanges: list[Exchange], p: Policy) -> MetricLine:
+        return next(m for m in judged(exchanges, p).metrics if m.name == "ttft.p95")
+
+    stalls = run(96, stall_share=0.35, stall=0.5, placed=False)  # 500 ms stalls on a third
+    held = tail(stalls, biased(1.0))
+    assert held.outcome == "inconclusive", held.reason
+    assert not held.regression
+    assert held.cause is not None
+    assert held.cause.kind == "placement"
+    assert "placement not controlled" in held.reason
+    beyond = tail(stalls, biased(0.1))
+    assert beyond.outcome == "fail", beyond.reason
+    assert "more than its bias" in beyond.reason
+    controlled = tail(run(96, stall_share=0.35, stall=0.5), biased(1.0))
+    assert controlled.outcome == "fail", controlled.reason
+    shifted = run(200, stall_share=1.0, stall=0.5, placed=False)  # every request: the quantiles move
+    assert tail(shifted, biased(5.0, "two-sample")).outcome == "inconclusive"
+    assert tail(shifted, biased(0.0, "two-sample")).outcome == "fail"
+
+
+def test_tail_decision_fails_only_beyond_the_margin() -> None:
+    base = np.linspace(1.0, 2.0, 400)
+    diff = tail_difference(base, base * 3, 0.95, 0.05)
+    assert tail_decision(diff, 0.1, 0.0) == "fail"
+    assert tail_decision(diff, 0.1, 0.0, margin=10.0) == "open"
 
 
 def test_aa_tail_passes_with_enough_pairs_and_an_open_guard_blocks_nothing() -> None:
