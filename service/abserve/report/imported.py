@@ -29,8 +29,9 @@ def file_statement(item: Mapping[str, Any]) -> str | None:
         return None
     text = (f"{item.get('profile', 'file')} from {source.get('path', '?')}: "
             f"{_count(facts, 'requests')} requests, {_count(facts, 'images')} images")
-    trace = source.get("trace")
-    if source.get("format") == "mooncake" and isinstance(trace, Mapping):
+    trace, read_as = source.get("trace"), facts.get("formats")
+    detected = isinstance(read_as, Mapping) and list(read_as) == ["mooncake"]  # format: auto
+    if (source.get("format") == "mooncake" or detected) and isinstance(trace, Mapping):
         text += (f" (a Mooncake trace: {trace.get('block_size', '?')}-token hash blocks, "
                  f"{trace.get('images_per_block', 0)} images per full block)")
     if greedy := _count(facts, "forced_greedy"):

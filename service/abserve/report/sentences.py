@@ -198,11 +198,17 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
 
 
 def hidden_sentences(j: Judgment) -> list[Sentence]:
-    """The failing stratum and tail gates (issue 32): what the overall shift does not show."""
+    """The failing stratum and tail gates (issue 32): what the overall shift does not show, or
+    (a metric whose overall shift failed too) shows as well."""
     failing = failing_strata(j)
     if not failing:
         return []
-    text = "Slower where the overall shift does not show it: " + "; ".join(str(f["text"]) for f in failing)
+    overall = {m.metric for m in j.metrics if m.kind == "shift" and m.stratum is None and m.outcome == "fail"}
+    if not any(f["metric"] in overall for f in failing):
+        lead, too = "Slower where the overall shift does not show it: ", ""
+    else:
+        lead, too = "Slower on part of the traffic or in its tail: ", " (the overall shift shows it too)"
+    text = lead + "; ".join(str(f["text"]) + (too if f["metric"] in overall else "") for f in failing)
     return [Sentence(text + ".", "#effect-strata", "the strata and tails", "Effect of images per request",
                      "fail")]
 

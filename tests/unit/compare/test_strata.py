@@ -81,3 +81,16 @@ def test_the_report_names_the_failing_stratum_on_its_first_screen(tmp_path: Path
     assert any(s.startswith("Slower where the overall shift does not show it: requests with >= 128 images")
                for s in first), first
     assert 'id="effect-strata"' in (tmp_path / "report.html").read_text()
+
+
+def test_a_tail_the_overall_shift_shows_too_is_not_called_hidden() -> None:
+    from abserve.report.sentences import hidden_sentences
+
+    hidden = judged(run(96, stall_share=0.35))  # a third stalled: the winsorized mean hides it
+    assert hidden_sentences(hidden)[0].text.startswith("Slower where the overall shift does not show it: ")
+    both = judged(run(96, stall_share=0.9))  # nearly every request: the mean shows it too
+    outcomes = {m.name: m.outcome for m in both.metrics}
+    assert (outcomes["ttft.hl"], outcomes["ttft.p95"]) == ("fail", "fail")
+    [sentence] = hidden_sentences(both)
+    assert sentence.text.startswith("Slower on part of the traffic or in its tail: "), sentence.text
+    assert "(the overall shift shows it too)" in sentence.text

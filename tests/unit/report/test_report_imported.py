@@ -46,3 +46,17 @@ def test_a_mismatch_of_an_imported_request_names_its_line_in_the_file(tmp_path: 
     summary = next(line for line in paths.markdown.read_text().splitlines() if "req-00007" in line
                    and "<summary>" in line)
     assert "source-line=412" in summary
+
+
+def test_a_trace_is_named_with_its_blocks_whether_its_format_was_named_or_detected() -> None:
+    trace = {"block_size": 512, "images_per_block": 1}
+    for named, read_as in (("mooncake", {"mooncake": 3}), ("auto", {"mooncake": 3}),
+                           ("auto", {"openai": 3})):
+        item = {"kind": "file", "profile": "trace", "requests": 3,
+                "file": {"path": "/data/trace.jsonl", "format": named, "trace": trace},
+                "imported": {"requests": 3, "images": 0, "formats": read_as}}
+        run = run_info()
+        run = run.model_copy(update={"provenance": run.provenance.model_copy(update={"load_plan": [item]})})
+        [statement] = imported_statements(judge(run, ab_run(10), Policy()))
+        named_trace = "(a Mooncake trace: 512-token hash blocks, 1 images per full block)" in statement
+        assert named_trace == ("mooncake" in read_as), statement

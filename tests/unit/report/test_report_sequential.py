@@ -197,6 +197,17 @@ def test_a_gate_with_fewer_than_two_bounded_looks_gets_one_line_not_an_empty_cha
     assert ": no data</text>" not in html.split('id="trajectories"', 1)[1].split("<h2>", 1)[0]
 
 
+def test_a_run_judged_at_one_look_has_notes_and_no_empty_chart_row(tmp_path: Path) -> None:
+    unblocked = [x.model_copy(update={"tags": {k: v for k, v in x.tags.items() if k != "block"}})
+                 for x in exchanges(placed=False)]  # a look every 10,000 requests: one, at the end
+    one = judged(unblocked, policy(look_every=10_000), logged=False)
+    assert one.looks == 1
+    html = write_report(one, tmp_path).html.read_text()
+    section = html.split('id="trajectories"', 1)[1].split("<h2", 1)[0]
+    assert '<div class="charts">' not in section
+    assert "tpot.hl: no trajectory chart: 1 of 1 looks had a bounded interval" in section
+
+
 def test_report_json_has_a_summary_beside_the_unchanged_model(seq: Judgment, tmp_path: Path) -> None:
     data = json.loads(write_report(seq, tmp_path).json.read_text())
     s = data["summary"]

@@ -102,6 +102,7 @@ def test_format_auto_detects_a_trace_and_the_replay_honours_time_scale(tmp_path:
     path = trace(tmp_path, [line(k * 100, 10, [k]) for k in range(4)])
     check = check_file(source(path))
     assert (check.requests, check.timed, check.tags["shared-prefix"]) == (4, 4, {"no"})
+    assert check.summary()["formats"] == {"mooncake": 4}  # what the report names it by
     offsets = [offset for _, offset in window(source(path, time_scale=0.5), 4)]
     assert offsets == pytest.approx([0.0, 0.05, 0.1, 0.15])
 

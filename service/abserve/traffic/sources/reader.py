@@ -36,6 +36,7 @@ class Accepted:
 
     entry: CorpusEntry
     arrival: float | None
+    fmt: str = "openai"  # the format its line was read as (detected under ``format: auto``)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class FileCheck:
     endpoints: Counter[str] = field(default_factory=Counter)  # chat/completions, completions
     timed: int = 0  # requests with a recorded arrival
     sessions: int = 0  # sessions among the requests (their turns are replayed in order)
+    formats: Counter[str] = field(default_factory=Counter)  # requests per format read
     # for the policy's reachability check (``abserve.compare.reachability``): requests per
     # image count, the words + image tokens estimate of all prompts, the lines' own tags
     items: Counter[int] = field(default_factory=Counter)
@@ -75,6 +77,7 @@ class FileCheck:
                 "items_per_request": {str(k): n for k, n in sorted(self.items.items())},
                 "token_estimate": self.token_estimate,
                 "tags": {key: sorted(values) for key, values in sorted(self.tags.items())},
+                "formats": dict(sorted(self.formats.items())),
                 **({"sessions": self.sessions} if self.sessions else {})}
 
     def describe(self) -> str:
@@ -162,7 +165,7 @@ class _Walk:
                 return None
             return Problem(imp.line, what + str(exc), sampling=isinstance(exc, SamplingRefused))
         self.ordinal += 1
-        return Accepted(entry, imp.arrival)
+        return Accepted(entry, imp.arrival, imp.fmt)
 
 
 def check_file(src: FileSource) -> FileCheck:
@@ -219,6 +222,7 @@ def _count(check: FileCheck, item: Accepted) -> None:
                 values.add(value)
     check.timed += item.arrival is not None
     check.endpoints[item.entry.path.removeprefix("/v1/")] += 1
+    check.formats[item.fmt] += 1
     sampling = tags.get(f"{TAG_HEADER_PREFIX}sampling")
     if sampling:
         check.sampling[sampling] += 1
