@@ -180,6 +180,9 @@ def per_image_sentence(j: Judgment) -> Sentence | None:
     if not phrases and not claims:
         return None
     text = "Per image, " + (" and ".join(phrases) if phrases else "no effect could be fitted")
+    if phrases and any(row.dimension == "turn" for row in j.turns):
+        text += (" (a later turn of a conversation carries more images and more of its prefix "
+                 "cached, so these slopes also carry what differs between turns: see the turns)")
     for m in claims:
         where = "overall" if not m.stratum else "on requests with " + m.stratum.replace(
             ">=", "≥").replace("items", "images")

@@ -279,3 +279,17 @@ def test_a_gate_with_no_estimate_yet_writes_n_a_without_a_unit(judgments: dict[s
     assert "n/a, not yet bounded" in text
     assert "allowed n/a" in text
     assert "n/a ms" not in text
+
+
+def test_on_conversations_the_per_image_slope_says_it_carries_the_turns(
+        judgments: dict[str, Judgment]) -> None:
+    from abserve.compare.model import TurnRow
+    from abserve.report.sentences import per_image_sentence
+
+    plain = per_image_sentence(judgments["pass"])
+    assert plain is not None
+    assert "between turns" not in plain.text
+    rows = [TurnRow(dimension="turn", group=g, metric="ttft", n=12) for g in ("first turn", "later turns")]
+    turned = per_image_sentence(judgments["pass"].model_copy(update={"turns": rows}))
+    assert turned is not None
+    assert "so these slopes also carry what differs between turns" in turned.text
