@@ -264,12 +264,17 @@ def _trajectory(counts: Sequence[int], path: Sequence[QuantileBounds | TailDiffe
     return looks
 
 
+Decide = Callable[[float], str]  # a tail's decision with each allowance widened by a margin
+PROVEN = ("fail", "unstable")  # decisions that proved a regression (unstable: in one half)
+
+
 def _paired_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                 counts: list[int], margin: float = 0.0) -> tuple[Looks, str]:
+                 counts: list[int]) -> tuple[Looks, Decide]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
-    excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute) - margin
+    judged = counts[-1] if counts else 0
+    excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)[:judged]
     looks = _trajectory(counts, quantile_path(diffs, counts, p, alpha))
-    return looks, spread_decision(excess[:counts[-1]], p, alpha) if counts else "open"
+    return looks, lambda margin: spread_decision(excess - margin, p, alpha) if counts else "open"
 
 
 def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
@@ -293,13 +298,11 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 
 
 def _two_sample_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                     counts: list[int], margin: float = 0.0) -> tuple[Looks, str]:
+                     counts: list[int]) -> tuple[Looks, Decide]:
     path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
                                                  quantile_path(cand, counts, p, alpha / 2), strict=True)]
-    looks = _trajectory(counts, path)
-    decision = tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction,
-                             margin) if path else "open"
-    return looks, decision
+    return _trajectory(counts, path), lambda margin: tail_decision(
+        path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction, margin) if path else "open"
 
 
 def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: Policy,
@@ -323,10 +326,10 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     line.kind = "tail"
     line.method = "anytime-quantile-paired" if paired else "anytime-quantile-two-sample"
     path = _paired_path if paired else _two_sample_path
-    line.trajectory, decision = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
+    line.trajectory, decide = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
     bias = 0.0 if placement_known else policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
-    held = decision in ("fail", "unstable") and bias > 0 and \
-        path(rule, sample.baseline, sample.candidate, p, alpha, counts, bias)[1] not in ("fail", "unstable")
+    decision = decide(0.0)
+    held = decision in PROVEN and bias > 0 and decide(bias) not in PROVEN
     decision = "open" if held else decision
     if len(index) < policy.min_samples or not counts:
         line.reason = f"{len(index)} paired requests, fewer than the {policy.min_samples} required"
@@ -346,7 +349,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
         how = "paired quantile confidence sequence"
     else:
         what, how = f"{rule.statistic} difference {span}", "two-sample quantile sequences, alpha/2 per arm"
-    line.regression = decision in ("fail", "unstable")  # unstable: proven over the whole run
+    line.regression = decision in PROVEN
     if decision == "fail":
         line.outcome, line.reason = "fail", f"{what}: proven, spread over both halves of the run ({how})"
     elif decision == "unstable":
