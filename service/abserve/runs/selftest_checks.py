@@ -18,9 +18,13 @@ trustworthy service must say:
   ``amplification`` (default 1.0: strict containment) lets the interval cover a value up to that
   factor above the injected effect instead: on a 2-core machine a pause of 5 ms inside the engine
   step cost 6.3-6.5 ms per output token in every run (busy or sleeping; the rest of the step ran
-  about 1.2 ms slower after it), so the served effect is not the pause alone. An interval below
-  the injected effect (understating it) or wholly above ``amplification`` times it always fails;
-  whether strict containment held is recorded either way (``CheckResult.contained``).
+  about 1.2 ms slower after it), so the served effect is not the pause alone. ``shortfall``
+  (default 0.0) lets it fall that fraction below the injected effect: beside CPU hogs a sleeping
+  pause leaves its core to them, and the scheduler then credits the sleeper, so the rest of the
+  mutant's step is interrupted less than the baseline's (beside two hogs here: 4.83 ms served for
+  5.06 ms injected, interval [4.60, 5.06] ms). An interval wholly outside [(1 - ``shortfall``) x,
+  ``amplification`` x] the injected effect always fails; whether strict containment held is
+  recorded either way (``CheckResult.contained``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class CheckSpec(BaseModel):
     metric: str = "tpot.hl"  # the latency line a fail-latency (fail-tail) check reads
     policy: Path | None = None  # the policy this check judges with (default: the selftest's)
     amplification: float = Field(default=1.0, ge=1.0)  # served effect may reach this x injected
+    shortfall: float = Field(default=0.0, ge=0.0, lt=1.0)  # ... or fall this fraction below it
     delay_us: float | None = None  # the mutant's configured delay per lookup call
 
 
@@ -150,26 +155,33 @@ def check_fail_tail(judgment: Judgment, spec: CheckSpec) -> tuple[bool, list[str
 def check_fail_latency(judgment: Judgment, spec: CheckSpec,
                        effect: InjectedEffect | None) -> tuple[bool, list[str], bool | None]:
     """Fail on the latency line, with the injected effect inside its interval (or, with
-    ``amplification`` > 1, the interval meeting [injected, amplification x injected])."""
+    ``amplification`` > 1 or ``shortfall`` > 0, the interval meeting
+    [(1 - shortfall) x injected, amplification x injected])."""
     line = _line(judgment, spec.metric)
     details = _summary(judgment)
     if line is None or effect is None or line.low is None or line.high is None:
         details.insert(0, f"no {spec.metric} interval or no telemetry to derive the injected effect")
         return False, details, None
     injected = effect.expected_s
-    contained = line.low <= injected <= line.high
-    covered = line.high >= injected and line.low <= injected * spec.amplification
-    where = "inside" if contained else "below" if covered else "OUTSIDE"
-    note = "" if contained or not covered else (
-        f"; the served effect exceeds it by at least {_ms(line.low - injected)}, within the allowed "
-        f"{spec.amplification:g}x = {_ms(injected * spec.amplification)}")
+    least, most = injected * (1 - spec.shortfall), injected * spec.amplification
+    covered = line.high >= least and line.low <= most
+    where, note = "inside", ""
+    if not covered:
+        where = "OUTSIDE"
+    elif line.low > injected:
+        where, note = "below", (f"; the served effect exceeds it by at least {_ms(line.low - injected)}, "
+                                f"within the allowed {spec.amplification:g}x = {_ms(most)}")
+    elif line.high < injected:
+        where, note = "above", (f"; the served effect falls short of it by at least "
+                                f"{_ms(injected - line.high)}, within the allowed {spec.shortfall:.0%} "
+                                f"below = {_ms(least)}")
     details.insert(0, (
         f"injected {_ms(injected)} per token ({effect.calls_per_step:.3f} lookup calls per step x "
         f"{_ms(effect.extra_per_call_s)} extra per call; configured delay gives {_ms(effect.configured_s)}): "
         f"{where} the reported {spec.metric} interval [{_ms(line.low)}, {_ms(line.high)}] "
         f"(estimate {_ms(line.estimate)}){note}"
     ))
-    return judgment.verdict == "fail" and line.outcome == "fail" and covered, details, contained
+    return judgment.verdict == "fail" and line.outcome == "fail" and covered, details, where == "inside"
 
 
 def evaluate(spec: CheckSpec, judgment: Judgment, report_dir: str | None = None) -> CheckResult:

@@ -174,6 +174,24 @@ def test_an_interval_above_the_injected_effect_holds_only_within_the_allowed_amp
     assert "OUTSIDE" in too_small.details[0]
 
 
+def test_an_interval_below_the_injected_effect_holds_only_within_the_allowed_shortfall() -> None:
+    """Beside CPU hogs a sleeping pause is partly absorbed: the served effect may fall short."""
+    exchanges = ab_run(60, itl_shift=0.004, arms=("a", "b"))  # served effect 4 ms per token
+    strict = spec("fail-latency", delay_us=4500, amplification=1.5)
+    result = evaluate(strict, judged(strict, exchanges, slow_arms(0.0045)))  # injected 4.5 ms
+    assert not result.holds
+    assert "OUTSIDE" in result.details[0]
+    loose = spec("fail-latency", delay_us=4500, amplification=1.5, shortfall=0.15)
+    result = evaluate(loose, judged(loose, exchanges, slow_arms(0.0045)))
+    assert result.holds
+    assert result.contained is False
+    assert "above the reported" in result.details[0]
+    assert "falls short of it" in result.details[0]
+    too_large = evaluate(loose, judged(loose, exchanges, slow_arms(0.006)))  # 4 ms < 0.85 x 6 ms
+    assert not too_large.holds
+    assert "OUTSIDE" in too_large.details[0]
+
+
 def test_rejudge_reads_the_records_of_an_earlier_selftest_without_running_anything(tmp_path: Path) -> None:
     from rich.console import Console
 
