@@ -17,8 +17,8 @@ trustworthy service must say:
   beside it as a lower bound (a delay never ends before its deadline).
   ``amplification`` (default 1.0: strict containment) lets the interval cover a value up to that
   factor above the injected effect instead: on a 2-core machine a pause of 5 ms inside the engine
-  step cost 6.3-6.5 ms per output token in every run (busy or sleeping; the rest of the step ran
-  about 1.2 ms slower after it), so the served effect is not the pause alone. ``shortfall``
+  step cost 5.9-6.5 ms per output token beside one CPU hog (busy or sleeping; the rest of the step ran
+  about 1-1.5 ms slower after it), so the served effect is not the pause alone. ``shortfall``
   (default 0.0) lets it fall that fraction below the injected effect: beside CPU hogs a sleeping
   pause leaves its core to them, and the scheduler then credits the sleeper, so the rest of the
   mutant's step is interrupted less than the baseline's (beside two hogs here: 4.83 ms served for
