@@ -35,6 +35,9 @@ def hold(line: MetricLine, kind: CauseKind, detail: str) -> None:
     line.cause = Cause(kind=kind, detail=detail)
 
 
+UNCONTROLLED = "a placement abserve did not control"  # the ``where`` of a run placed by its operator
+
+
 def placement_detail(bias: float, where: str, threshold: float) -> str:
     """A placement bias that could explain the difference, against the allowance."""
     share = f", {abs(bias) / threshold:.0%} of the allowance" if threshold > 0 else ""

@@ -25,7 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 from abserve.base.units import ms, us
-from abserve.compare.causes import hold, placement_detail
+from abserve.compare.causes import UNCONTROLLED, hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line, guarded
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import DECIDED, Drift, Look, MetricLine, Outcome
@@ -105,7 +105,7 @@ def shift_line(rule: MetricRule, exchanges: list[Exchange], lat: Latencies, poli
         outcome, reason = _unknown_placement(rule, outcome, reason, last, threshold, policy)
         if outcome != unguarded:
             bias = policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
-            hold(line, "placement", placement_detail(bias, "a placement abserve did not control", threshold))
+            hold(line, "placement", placement_detail(bias, UNCONTROLLED, threshold))
     drift = _drift(design, threshold, policy)
     line.regression = outcome == "fail"
     if drift.unstable and outcome in DECIDED:

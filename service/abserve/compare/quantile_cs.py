@@ -42,7 +42,7 @@ import numpy as np
 from scipy.special import betaln
 
 from abserve.base.units import ms
-from abserve.compare.causes import hold, placement_detail
+from abserve.compare.causes import UNCONTROLLED, hold, placement_detail
 from abserve.compare.gate_line import finite, gate_line
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import MetricLine
@@ -363,7 +363,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     if held:
         line.reason += (f"; placement not controlled by abserve: slowdowns this small could be its "
                         f"bias ({ms(bias)})")
-        hold(line, "placement", placement_detail(bias, "a placement abserve did not control", line.threshold))
+        hold(line, "placement", placement_detail(bias, UNCONTROLLED, line.threshold))
     elif bias > 0 and line.regression:
         line.reason += (f"; placement not controlled by abserve, and the slowdowns exceed each allowance "
                         f"by more than its bias ({ms(bias)})")
