@@ -17,7 +17,10 @@ A reference resolves by these rules (``resolve_config``):
 5. a bare name (no ``/``, no ``.yaml``/``.yml``) is the packaged config of its kind
    (``policy`` names live in ``policy/``, ``traffic`` names in ``traffic/``); an unknown name
    is an error listing the known ones;
-6. anything else is the path relative to the base, left for the reader to report as missing.
+6. a plain file name (no ``/``, ending in ``.yaml``/``.yml``) found by none of the rules above
+   is the packaged config of its stem, when there is one: ``extends: gpu-qwen2.5-vl-3b.yaml`` in
+   a copy under ``configs/local/`` is the shipped config, as ``extends: gpu-qwen2.5-vl-3b`` is;
+7. anything else is the path relative to the base, left for the reader to report as missing.
 
 Other path fields of a config (``model.path``, an arm's ``python:`` and ``venv:``) follow
 ``resolve_path``: relative to the config when the file exists there, else as written, relative to
@@ -82,7 +85,19 @@ def resolve_config(ref: str | Path, kind: Kind = "experiment", relative_to: Path
         return shipped
     if is_name(path):
         return packaged(str(path), kind)
+    stem = file_name_stem(path)
+    if stem is not None and stem in available(kind):
+        return packaged(stem, kind)
     return here
+
+
+def file_name_stem(ref: str | Path) -> str | None:
+    """The stem of a plain file name (``gpu.yaml``: ``gpu``); ``None`` for a path or a bare name."""
+    text = str(ref)
+    if "/" in text or not text.endswith(SUFFIXES):
+        return None
+    stem = text.removesuffix(".yaml").removesuffix(".yml")
+    return stem if is_name(stem) else None
 
 
 def resolve_path(ref: str | Path, relative_to: Path) -> Path:

@@ -5,8 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from abserve.base.packaged import PackagedError, available, is_name, packaged, packaged_root, resolve_config
+from abserve.base.packaged import (
+    PackagedError,
+    available,
+    file_name_stem,
+    is_name,
+    packaged,
+    packaged_root,
+    resolve_config,
+)
 from abserve.compare import PolicyError, load_policy
 from abserve.config import load_experiment
 from abserve.runs.selftest import load_selftest
@@ -107,3 +117,47 @@ def test_a_traffic_profile_file_named_by_a_config_is_relative_to_it(tmp_path: Pa
     assert profiles == [str(tmp_path / "mine.yaml"), "interleaved"]  # a name stays a label
     assert resolve_profile_path("interleaved") == packaged_root() / "traffic" / "interleaved.yaml"
     assert load_profile(profiles[0]) == load_profile("many-items")
+
+
+@given(name=st.sampled_from(available("experiment")), suffix=st.sampled_from(["", ".yaml", ".yml"]),
+       folder=st.sampled_from(["", "configs/local", "deep/er/down"]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_file_name_not_beside_the_config_is_the_packaged_config_of_its_stem(
+    tmp_path: Path, name: str, suffix: str, folder: str
+) -> None:
+    """``extends: gpu-qwen2.5-vl-3b.yaml`` (or ``.yml``, or the bare name) from any folder that
+    lacks the file is the shipped config; a file of that name beside the config wins."""
+    base = tmp_path / folder
+    base.mkdir(parents=True, exist_ok=True)
+    assert resolve_config(name + suffix, relative_to=base) == packaged(name, "experiment")
+    (base / f"{name}{suffix or '.yaml'}").write_text("name: mine\n")
+    if suffix:
+        assert resolve_config(name + suffix, relative_to=base) == base / f"{name}{suffix}"
+    (base / f"{name}{suffix or '.yaml'}").unlink()
+
+
+def test_a_file_name_resolves_by_kind_and_an_unknown_one_is_left_to_the_reader(tmp_path: Path) -> None:
+    assert resolve_config("gpu.yaml", "policy", tmp_path) == packaged("gpu", "policy")
+    assert resolve_config("many-items.yml", "traffic", tmp_path) == packaged("many-items", "traffic")
+    assert resolve_config("no-such.yaml", relative_to=tmp_path) == tmp_path / "no-such.yaml"
+    assert resolve_config("policy/gpu.yaml", relative_to=tmp_path) == tmp_path / "policy/gpu.yaml"
+    assert file_name_stem("gpu-qwen2.5-vl-3b.yaml") == "gpu-qwen2.5-vl-3b"
+    assert file_name_stem("gpu-qwen2.5-vl-3b") is None  # a bare name: rule 5
+    assert file_name_stem("a/b.yaml") is None
+    assert file_name_stem(".yaml") is None
+
+
+@pytest.mark.parametrize("extends", ["gpu-qwen2.5-vl-3b.yaml", "gpu-qwen2.5-vl-3b"])
+def test_a_copy_of_the_template_under_configs_local_extends_the_shipped_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extends: str
+) -> None:
+    """What docs/gpu.md tells a user to do: copy the template to configs/local/ and run it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs" / "local").mkdir(parents=True)
+    text = (ROOT / "configs/gpu-own-change.yaml").read_text().replace(
+        "extends: gpu-qwen2.5-vl-3b.yaml", f"extends: {extends}")
+    (tmp_path / "configs/local/my-change.yaml").write_text(text)
+    config = load_experiment("configs/local/my-change.yaml")
+    assert config.name == "gpu-own-change"
+    assert config.model.id == "Qwen/Qwen2.5-VL-3B-Instruct"  # from the shipped 3B config
+    assert config.policy == packaged("gpu", "policy")
