@@ -14,6 +14,7 @@ which reads this same schema.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -322,6 +323,27 @@ class ExperimentConfig(BaseModel):
 Experiment = TypeVar("Experiment", bound=ExperimentConfig)
 
 
+# A file whose top-level sections replace the config's own (after ``extends:``), for every
+# reader of the config: a machine stand-in (the GPU journey test runs the documented GPU
+# configs on the CPU engine with this machine's server flags and load) or a host's own site
+# settings. The run's provenance names it (``config_overlay``).
+OVERLAY_ENV = "ABSERVE_CONFIG_OVERLAY"
+
+
+def config_overlay() -> Path | None:
+    """The overlay file ``ABSERVE_CONFIG_OVERLAY`` names, if any."""
+    named = os.environ.get(OVERLAY_ENV, "").strip()
+    return Path(named) if named else None
+
+
+def _overlaid(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each top-level section of the overlay (if one is named) replacing its own."""
+    overlay = config_overlay()
+    if overlay is None:
+        return data
+    return {**data, **read_mapping(overlay, rebase=rebase_experiment)}
+
+
 class ConfigError(ValueError):
     """An experiment file refused; one ``field: problem`` line per error, never a value from it."""
 
@@ -336,7 +358,7 @@ def load_experiment(path: Path | str) -> ExperimentConfig:
 def load_experiment_as(path: Path | str, schema: type[Experiment]) -> Experiment:
     """``load_experiment`` with a stricter schema where a target needs one
     (``abserve.deploy.compose_env.ComposeExperiment``): the one reader of experiment files."""
-    data = read_mapping(resolve_config(path), rebase=rebase_experiment)
+    data = _overlaid(read_mapping(resolve_config(path), rebase=rebase_experiment))
     data.setdefault("policy", str(packaged("default", "policy")))
     try:
         return schema.model_validate(data)

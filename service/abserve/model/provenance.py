@@ -15,7 +15,7 @@ Two promises keep the stores and reports of earlier versions working:
   provenance). No key is free-form by design; extras exist for that compatibility only.
 
 Who writes what: ``abserve.runs.provenance.run_provenance`` (versions, hashes, seeds, host,
-load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_seen``, each block's
+load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_stop``, ``load_seen``, each block's
 ``neighbours`` and ``prefix_cache``), ``abserve.runs.combine`` (GPU rotation blocks,
 ``combined_from``), ``run_provenance`` also
 each arm as configured (``arm_configs``) and the accepted release a baseline came from
@@ -138,6 +138,17 @@ class ArmDeathRecord(ProvenanceRecord):
     reason: str | None = None
 
 
+class LoadStopRecord(ProvenanceRecord):
+    """A load ``abserve run`` sent that stopped before its end (``runs/load_plan.py``): at its
+    error-rate limit (``exit_code`` 6), a lost load worker (7), else 3; ``reason`` says which
+    profile and why, and the run is judged INVALID with it."""
+
+    profile: str | None = None
+    stop_reason: str | None = None
+    exit_code: int = 3
+    reason: str | None = None
+
+
 class LoadSeenRecord(ProvenanceRecord):
     """The load's own records against the store (``runs/load_seen.py``): answers the clients
     received in full (``seen``, each with the router's request id), how many of those are
@@ -177,6 +188,8 @@ class RunProvenance(ProvenanceRecord):
     torch_version: str | None = None
     experiment: str | None = None
     config_sha256: str | None = None
+    # ``ABSERVE_CONFIG_OVERLAY``'s file when one replaced sections of the config: path, sha256
+    config_overlay: dict[str, str] | None = None
     policy_sha256: str | None = None  # of the policy file (``policy_file``)
     # The policy the run is judged with, arm roles included, recorded as the run is created
     # (``abserve run``: the router's ``run_provenance`` setting), so every interim look,
@@ -194,6 +207,7 @@ class RunProvenance(ProvenanceRecord):
     recorded_at: float | None = None
     sequential: SequentialRecord | None = None
     arm_death: ArmDeathRecord | None = None
+    load_stop: LoadStopRecord | None = None  # abserve run: a load stopped early (exit 6 or 7)
     # What the load saw against what was stored; absent where no load records existed.
     load_seen: LoadSeenRecord | None = None
     arm_environment: dict[str, dict[str, str]] = Field(default_factory=dict)  # compose: worker env

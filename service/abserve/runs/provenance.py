@@ -20,6 +20,7 @@ import psutil
 
 import abserve
 from abserve.base.packaged import resolve_config
+from abserve.config import config_overlay
 from abserve.model.provenance import BlockRecord, HostFacts, RunProvenance
 from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.model.telemetry import ProcessTelemetry, prove_lookup, read_telemetry
@@ -167,6 +168,12 @@ def start_provenance(config: ExperimentConfig, policy: Policy) -> RunProvenance:
     return provenance
 
 
+def _overlay_facts() -> dict[str, str] | None:
+    """The config overlay this process read configs with (``abserve.config.OVERLAY_ENV``)."""
+    overlay = config_overlay()
+    return None if overlay is None else {"path": str(overlay), "sha256": file_sha256(overlay)}
+
+
 def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | None,
                    blocks: list[BlockRecord] | None = None) -> RunProvenance:
     """Versions, hashes, seeds and host of a run, and its blocks (index, start and end time,
@@ -181,6 +188,7 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
         torch_version=_version("torch"),
         experiment=config.name,
         config_sha256=file_sha256(resolve_config(config_path)),
+        config_overlay=_overlay_facts(),
         policy_sha256=file_sha256(config.policy) if config.policy.exists() else None,
         traffic_sha256=profiles,
         model=model_facts(config, model),
