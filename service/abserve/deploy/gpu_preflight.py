@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from abserve.base.yamlfile import read_mapping
 from abserve.deploy.compose_env import ComposeExperiment
 
-GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,compute_cap",
+GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,compute_cap,driver_version",
              "--format=csv,noheader,nounits"]
 DOCKER_RUNTIMES = ["docker", "info", "--format", "{{json .Runtimes}}"]
 DEFAULT_GPU = "0"  # docker-compose.yml: device_ids: ["${ABSERVE_GPU_<ARM>:-0}"]
@@ -44,6 +44,9 @@ FRACTION_VAR = "ABSERVE_GPU_MEMORY_UTILIZATION"
 MAX_SHARED = 0.95
 BATCH_INVARIANT_MIN_CC = (8, 0)  # vLLM 0.32+: batch-invariant kernels need Ampere or newer
 COMMIT = re.compile(r"[0-9a-f]{40}")
+# The images' CUDA 13 (vllm/vllm-openai since vLLM 0.20; abserve pins v0.33.0) needs driver 580.65.06+.
+MIN_DRIVER = (580, 65, 6)
+DRIVER = re.compile(r"\d+(\.\d+){0,2}")
 OVERHEAD_GIB = 3.0  # activations of the profile run, CUDA graphs, the CUDA context
 NUMBERS = {1: "one", 2: "two", 3: "three"}
 
@@ -60,6 +63,7 @@ class Gpu(BaseModel):
     name: str
     memory_mib: int
     compute_cap: tuple[int, int]
+    driver: str  # the NVIDIA driver's version, as nvidia-smi prints it (580.95.05)
 
     @property
     def memory_gib(self) -> float:
@@ -123,17 +127,18 @@ class HostProbes(BaseModel):
 
 
 def parse_gpus(text: str) -> list[Gpu]:
-    """The GPUs of ``nvidia-smi --query-gpu=index,name,memory.total,compute_cap`` (csv, no units)."""
+    """The GPUs of ``nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version``
+    (csv, no units; a name may hold commas)."""
     gpus = []
     for line in filter(None, (raw.strip() for raw in text.splitlines())):
         fields = [field.strip() for field in line.split(",")]
-        if len(fields) < 4:
+        if len(fields) < 5:
             raise PreflightRefused(f"cannot read nvidia-smi's GPU line {line!r}")
-        index, name, memory, cap = fields[0], ", ".join(fields[1:-2]), fields[-2], fields[-1]
+        index, name, memory, cap = fields[0], ", ".join(fields[1:-3]), fields[-3], fields[-2]
         try:
             major, _, minor = cap.partition(".")
             gpus.append(Gpu(index=int(index), name=name, memory_mib=int(float(memory)),
-                            compute_cap=(int(major), int(minor or 0))))
+                            compute_cap=(int(major), int(minor or 0)), driver=fields[-1]))
         except ValueError:
             raise PreflightRefused(f"cannot read nvidia-smi's GPU line {line!r}") from None
     return gpus
@@ -218,6 +223,26 @@ def check_runtime(probes: HostProbes) -> list[Gpu]:
             "install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
             "--runtime=docker` and restart Docker")
     return gpus
+
+
+def driver_version(text: str) -> tuple[int, ...]:
+    """``580.65.06`` as ``(580, 65, 6)``; a refusal for what no driver prints."""
+    if not DRIVER.fullmatch(text):
+        raise PreflightRefused(f"cannot read nvidia-smi's driver version {text!r} (expected a "
+                               "version such as 580.65.06)")
+    return tuple(int(part) for part in text.split("."))
+
+
+def check_driver(gpus: list[Gpu]) -> str:
+    """The driver's line, or a refusal: older than the images' CUDA 13 needs."""
+    oldest = min(gpus, key=lambda gpu: driver_version(gpu.driver))
+    need = ".".join(f"{part:02d}" if i else str(part) for i, part in enumerate(MIN_DRIVER))
+    if driver_version(oldest.driver) < MIN_DRIVER:
+        raise PreflightRefused(
+            f"NVIDIA driver {oldest.driver} is older than {need}, the minimum of CUDA 13 that the "
+            "vLLM images are built with (vllm/vllm-openai since v0.20): update the driver to the 580 "
+            "branch or newer (docs/gpu.md Requirements)")
+    return f"NVIDIA driver {oldest.driver} (CUDA 13 needs {need} or newer)"
 
 
 def _arms(group: list[Placement]) -> str:
@@ -309,7 +334,7 @@ def preflight(experiment: ComposeExperiment, probes: HostProbes, env: Mapping[st
               allow_unpinned: bool = False) -> list[str]:
     """Every check, in order; the lines to print on success, else ``PreflightRefused``."""
     gpus = check_runtime(probes)
-    lines = check_gpus(experiment, placements(experiment, env), gpus)
+    lines = [check_driver(gpus), *check_gpus(experiment, placements(experiment, env), gpus)]
     lines.append(check_revision(experiment, allow_unpinned))
     return [*lines, "gpu preflight: ok"]
 

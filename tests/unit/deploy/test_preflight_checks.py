@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[3]
 CONFIG_3B = ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"
 CONFIG_7B = ROOT / "configs" / "gpu-qwen2.5-vl-7b.yaml"
 RELEASE = ROOT / "configs" / "gpu-release.yaml"
-H100 = "0, NVIDIA H100 80GB HBM3, 81559, 9.0\n"
-A100_40 = "0, NVIDIA A100-PCIE-40GB, 40960, 8.0\n"
-RTX8000 = "0, Quadro RTX 8000, 49152, 7.5\n"
+H100 = "0, NVIDIA H100 80GB HBM3, 81559, 9.0, 580.95.05\n"
+A100_40 = "0, NVIDIA A100-PCIE-40GB, 40960, 8.0, 580.65.06\n"
+RTX8000 = "0, Quadro RTX 8000, 49152, 7.5, 590.44.01\n"
 RUNTIMES = '{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"},' \
            '"runc":{"path":"runc"}}\n'
 SHARED = {"ABSERVE_GPU_A": "0", "ABSERVE_GPU_B": "0", "ABSERVE_GPU_A2": "0",
@@ -57,12 +57,44 @@ def refusal(config: Path, probes: HostProbes, env: dict[str, str], allow: bool =
 
 
 def test_gpu_lines_parse_with_commas_in_names_and_two_digit_capabilities() -> None:
-    gpus = parse_gpus("0, NVIDIA H100 80GB HBM3, 81559, 9.0\n1, Odd, Name, 24576, 12.0\n\n")
-    assert [(g.index, g.name, g.memory_mib, g.compute_cap) for g in gpus] == [
-        (0, "NVIDIA H100 80GB HBM3", 81559, (9, 0)), (1, "Odd, Name", 24576, (12, 0))]
+    gpus = parse_gpus(H100 + "1, Odd, Name, 24576, 12.0, 580.95.05\n\n")
+    assert [(g.index, g.name, g.memory_mib, g.compute_cap, g.driver) for g in gpus] == [
+        (0, "NVIDIA H100 80GB HBM3", 81559, (9, 0), "580.95.05"),
+        (1, "Odd, Name", 24576, (12, 0), "580.95.05")]
     assert gpus[1].compute_cap > (8, 0) > (7, 5)
     with pytest.raises(PreflightRefused, match="cannot read nvidia-smi"):
-        parse_gpus("0, Tesla T4, [N/A], 7.5\n")
+        parse_gpus("0, Tesla T4, [N/A], 7.5, 580.95.05\n")
+    with pytest.raises(PreflightRefused, match="cannot read nvidia-smi's GPU line"):
+        parse_gpus("0, NVIDIA H100 80GB HBM3, 81559, 9.0\n")  # the query without driver_version
+
+
+# ---- the NVIDIA driver -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", ["575.57.08", "570.195.03", "535.274.02", "580.65.05", "580"])
+def test_a_driver_older_than_cuda_13_needs_is_refused_naming_its_version(driver: str) -> None:
+    message = refusal(CONFIG_3B, host(H100.replace("580.95.05", driver)), SHARED)
+    assert message.startswith(f"NVIDIA driver {driver} is older than 580.65.06, the minimum of CUDA 13")
+    assert "update the driver" in message
+
+
+@pytest.mark.parametrize("driver", ["580.65.06", "580.95.05", "590.44.01", "1000.1"])
+def test_a_driver_of_cuda_13_is_accepted_and_named(driver: str) -> None:
+    lines = preflight(load_config(CONFIG_3B), host(H100.replace("580.95.05", driver)), SHARED)
+    assert lines[0] == f"NVIDIA driver {driver} (CUDA 13 needs 580.65.06 or newer)"
+    assert lines[-1] == "gpu preflight: ok"
+
+
+@pytest.mark.parametrize("driver", ["[N/A]", "", "580.65.06-beta", "r580"])
+def test_an_unreadable_driver_version_is_a_clear_refusal(driver: str) -> None:
+    message = refusal(CONFIG_3B, host(H100.replace("580.95.05", driver)), SHARED)
+    assert message == (f"cannot read nvidia-smi's driver version {driver!r} "
+                       "(expected a version such as 580.65.06)")
+
+
+def test_the_oldest_driver_of_several_gpus_decides() -> None:
+    gpus = H100 + H100.replace("0,", "1,", 1).replace("580.95.05", "575.64.05")
+    assert "NVIDIA driver 575.64.05 is older" in refusal(CONFIG_3B, host(gpus), SHARED)
 
 
 def test_runtimes_are_the_keys_of_docker_infos_json() -> None:
@@ -118,19 +150,19 @@ def test_no_nvidia_runtime_is_refused(probes: HostProbes, message: str) -> None:
 
 def test_the_3b_configs_shared_placement_fits_one_80gb_gpu() -> None:
     lines = preflight(load_config(CONFIG_3B), host(), SHARED)
-    assert lines[0].startswith("GPU 0 (NVIDIA H100 80GB HBM3, 80 GiB, compute capability 9.0): "
+    assert lines[1].startswith("GPU 0 (NVIDIA H100 80GB HBM3, 80 GiB, compute capability 9.0): "
                                "three arms (a, b, a2) at 0.28 each, 84% of it, 22.3 GiB per arm")
     assert lines[-1] == "gpu preflight: ok"
 
 
 def test_one_gpu_per_arm_gives_one_line_per_gpu() -> None:
-    gpus = "".join(f"{i}, NVIDIA L40S, 46068, 8.9\n" for i in range(3))
+    gpus = "".join(f"{i}, NVIDIA L40S, 46068, 8.9, 580.82.07\n" for i in range(3))
     lines = preflight(load_config(CONFIG_7B), host(gpus), OWN)
-    assert [line.split(":")[0] for line in lines[:3]] == [
+    assert [line.split(":")[0] for line in lines[1:4]] == [
         "GPU 0 (NVIDIA L40S, 45 GiB, compute capability 8.9)",
         "GPU 1 (NVIDIA L40S, 45 GiB, compute capability 8.9)",
         "GPU 2 (NVIDIA L40S, 45 GiB, compute capability 8.9)"]
-    assert "one arm (b) at 0.9 each, 90% of it" in lines[1]
+    assert "one arm (b) at 0.9 each, 90% of it" in lines[2]
 
 
 def test_an_arm_on_a_gpu_the_host_lacks_is_refused() -> None:
@@ -152,7 +184,7 @@ def test_a_gpu_too_small_for_the_models_share_is_refused() -> None:
                               "(NVIDIA A100-PCIE-40GB) has 40 GiB")
     assert message.endswith("give each arm its own GPU (ABSERVE_GPU_<ARM>)")
     fits = preflight(load_config(CONFIG_7B), host(H100), {**SHARED, "ABSERVE_GPU_MEMORY_UTILIZATION": "0.30"})
-    assert "23.9 GiB per arm (about 20.2 needed)" in fits[0]
+    assert "23.9 GiB per arm (about 20.2 needed)" in fits[1]
 
 
 def test_a_larger_fraction_is_suggested_when_it_would_fit() -> None:

@@ -21,7 +21,7 @@ from abserve.cli import app
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE = ROOT / "configs" / "gpu-release.yaml"
 CONFIG_3B = ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"
-H100 = "0, NVIDIA H100 80GB HBM3, 81559, 9.0"
+H100 = "0, NVIDIA H100 80GB HBM3, 81559, 9.0, 580.95.05"
 RUNTIMES = '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
 ENV = "ABSERVE_GPU_A=0\nABSERVE_GPU_B=0\nABSERVE_GPU_A2=0\nABSERVE_GPU_MEMORY_UTILIZATION=0.28\n"
 PLACEMENT_VARS = ("ABSERVE_GPU_A", "ABSERVE_GPU_B", "ABSERVE_GPU_A2", "ABSERVE_GPU_MEMORY_UTILIZATION")
@@ -38,8 +38,9 @@ def fake_host(bin_dir: Path, gpus: str | None = H100, smi_rc: int = 0,
     bin_dir.mkdir(exist_ok=True)
     if gpus is not None:
         script(bin_dir / "nvidia-smi",
-               '[ "$*" = "--query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits" ]'
-               f" || exit 2\nprintf '%s\\n' '{gpus}'\nexit {smi_rc}\n")
+               '[ "$*" = "--query-gpu=index,name,memory.total,compute_cap,driver_version '
+               '--format=csv,noheader,nounits" ] || exit 2\n'
+               f"printf '%s\\n' '{gpus}'\nexit {smi_rc}\n")
     if runtimes is not None:
         script(bin_dir / "docker", '[ "$1" = info ] || exit 0\n'
                '[ "$*" = "info --format {{json .Runtimes}}" ] || exit 2\n'
@@ -61,6 +62,7 @@ def test_the_ok_path_prints_each_placement_and_ok(tmp_path: Path) -> None:
     code, out, err = check(tmp_path, str(RELEASE), "--gpu")
     assert code == 0, err
     assert out.splitlines() == [
+        "NVIDIA driver 580.95.05 (CUDA 13 needs 580.65.06 or newer)",
         "GPU 0 (NVIDIA H100 80GB HBM3, 80 GiB, compute capability 9.0): three arms (a, b, a2) at "
         "0.28 each, 84% of it, 22.3 GiB per arm (about 11.1 needed)",
         "model Qwen/Qwen2.5-VL-3B-Instruct: revision 66285546d2b821cf421d4f5eb2576359d3770cd3 (pinned)",
@@ -79,10 +81,13 @@ def test_the_ok_path_prints_each_placement_and_ok(tmp_path: Path) -> None:
         ({}, ENV.replace("ABSERVE_GPU_B=0", "ABSERVE_GPU_B=1"),
          "arm b is placed on GPU 1 (ABSERVE_GPU_B=1), this host has 1 GPU (0)"),
         ({}, ENV.replace("0.28", "0.4"), "three arms (a, b, a2) at 0.4 of GPU 0 need 120% of its 80 GiB"),
-        ({"gpus": "0, NVIDIA A10, 23028, 8.6"}, ENV,
+        ({"gpus": "0, NVIDIA A10, 23028, 8.6, 580.95.05"}, ENV,
          "three arms (a, b, a2) at 0.28 of GPU 0 need 84% of a 40 GiB GPU (11.1 GiB each"),
-        ({"gpus": "0, Quadro RTX 8000, 49152, 7.5"}, ENV, "VLLM_BATCH_INVARIANT=1 (server.env) needs "
+        ({"gpus": "0, Quadro RTX 8000, 49152, 7.5, 580.95.05"}, ENV,
+         "VLLM_BATCH_INVARIANT=1 (server.env) needs "
          "compute capability 8.0 or newer; GPU 0 (Quadro RTX 8000, 48 GiB), three arms (a, b, a2), has 7.5"),
+        ({"gpus": H100.replace("580.95.05", "575.57.08")}, ENV,
+         "NVIDIA driver 575.57.08 is older than 580.65.06, the minimum of CUDA 13"),
     ],
 )
 @pytest.mark.process
@@ -216,7 +221,7 @@ def test_signoff_runs_the_checkouts_abserve_for_real(tmp_path: Path) -> None:
     venv_bin = tmp_path / "repo" / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "abserve").symlink_to(ROOT / ".venv" / "bin" / "abserve")
-    fake_host(tmp_path / "bin", gpus="0, Quadro RTX 8000, 49152, 7.5", runtimes=None)
+    fake_host(tmp_path / "bin", gpus="0, Quadro RTX 8000, 49152, 7.5, 580.95.05", runtimes=None)
     rc, out, made = signoff(tmp_path, None)
     assert rc == 4, out
     assert "gpu preflight refused: VLLM_BATCH_INVARIANT=1 (server.env) needs compute capability 8.0" in out
