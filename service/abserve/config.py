@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -27,6 +27,7 @@ from abserve.base.yamlfile import read_mapping
 from abserve.model.arms import ArgValue, ArmConfig, Lookup, ServerFlags
 from abserve.model.placement import Order, is_balanced, plan_blocks
 from abserve.model.roles import Role, baselines, resolve_roles
+from abserve.plugin.mutants import V1_RUNNER_ONLY, V2_RUNNER_ENV
 from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
@@ -189,6 +190,9 @@ class ExperimentConfig(BaseModel):
     # Set by ``abserve.ledger.baseline.resolve_accepted`` on an arm ``from: accepted``:
     # {name, run_id, arm, config_name}, for the run's provenance (``accepted_baseline``).
     _accepted_baseline: dict[str, str] | None = PrivateAttr(default=None)
+    # The model runner when the config does not say (VLLM_USE_V2_MODEL_RUNNER): vLLM's choice
+    # here (V1 on a CPU machine); ``abserve.deploy.compose_env`` sets V2, docker-compose.yml's default.
+    v2_runner_default: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _check_arms(self) -> ExperimentConfig:
@@ -202,9 +206,24 @@ class ExperimentConfig(BaseModel):
         for name, arm in self.arms.items():
             arm.role = roles[name]
         images = [name for name, arm in self.arms.items() if arm.kind == "image"]
-        if images and len(images) != len(self.arms):
+        built = [name for name, arm in self.arms.items() if arm.from_ is None]  # from: accepted: either
+        if images and len(images) != len(built):
             raise ValueError(f"arms {images} are images (run by docker compose); the others are "
                              "not: an experiment runs all its arms one way")
+        return self
+
+    @model_validator(mode="after")
+    def _check_mutant_runner(self) -> ExperimentConfig:
+        """A mutant that needs the V1 runner (``V1_RUNNER_ONLY``) is refused under Model Runner V2,
+        where it would inject nothing: a self-test that proves nothing."""
+        for name, arm in self.arms.items():
+            why = V1_RUNNER_ONLY.get(arm.mutant or "")
+            runner = ({**self.server.env, **arm.env}.get(V2_RUNNER_ENV) or "").strip()  # empty: unset
+            v2 = runner.lower() not in ("0", "false") if runner else type(self).v2_runner_default
+            if why and v2:
+                said = f"{V2_RUNNER_ENV}={runner}" if runner else f"{V2_RUNNER_ENV} unset: compose's default"
+                raise ValueError(f"arm {name!r}: mutant {arm.mutant} needs the V1 model runner, not Model "
+                                 f"Runner V2 ({said}): it {why}; set {V2_RUNNER_ENV}: \"0\" under server.env")
         return self
 
     @model_validator(mode="after")

@@ -265,16 +265,18 @@ def _trajectory(counts: Sequence[int], path: Sequence[QuantileBounds | TailDiffe
 
 
 Decide = Callable[[float], str]  # a tail's decision with each allowance widened by a margin
+Guilty = Callable[[float], bool]  # whether a tail's estimate is beyond its allowance (widened by a margin)
 PROVEN = ("fail", "unstable")  # decisions that proved a regression (unstable: in one half)
 
 
 def _paired_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                 counts: list[int]) -> tuple[Looks, Decide]:
+                 counts: list[int]) -> tuple[Looks, Decide, Guilty]:
     diffs = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
     judged = counts[-1] if counts else 0
     excess = paired_excess(base, cand, rule.allowed_relative, rule.allowed_absolute)[:judged]
     looks = _trajectory(counts, quantile_path(diffs, counts, p, alpha))
-    return looks, lambda margin: spread_decision(excess - margin, p, alpha) if counts else "open"
+    return (looks, lambda margin: spread_decision(excess - margin, p, alpha) if counts else "open",
+            lambda margin: bool(judged) and float(np.quantile(excess - margin, p)) > 0.0)
 
 
 def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
@@ -298,11 +300,21 @@ def spread_decision(excess: np.ndarray, p: float, alpha: float) -> str:
 
 
 def _two_sample_path(rule: MetricRule, base: np.ndarray, cand: np.ndarray, p: float, alpha: float,
-                     counts: list[int]) -> tuple[Looks, Decide]:
+                     counts: list[int]) -> tuple[Looks, Decide, Guilty]:
     path = [TailDifference(b, c) for b, c in zip(quantile_path(base, counts, p, alpha / 2),
                                                  quantile_path(cand, counts, p, alpha / 2), strict=True)]
-    return _trajectory(counts, path), lambda margin: tail_decision(
-        path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction, margin) if path else "open"
+
+    def guilty(margin: float) -> bool:
+        if not path:
+            return False
+        b = path[-1].baseline.estimate
+        return path[-1].estimate > max(rule.allowed_relative * abs(b), rule.allowed_absolute) + margin
+
+    def decide(margin: float) -> str:
+        return tail_decision(path[-1], rule.allowed_relative, rule.allowed_absolute, rule.direction,
+                             margin) if path else "open"
+
+    return _trajectory(counts, path), decide, guilty
 
 
 def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: Policy,
@@ -326,14 +338,14 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     line.kind = "tail"
     line.method = "anytime-quantile-paired" if paired else "anytime-quantile-two-sample"
     path = _paired_path if paired else _two_sample_path
-    line.trajectory, decide = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
+    line.trajectory, decide, guilty = path(rule, sample.baseline, sample.candidate, p, alpha, counts)
     bias = 0.0 if placement_known else policy.sequential.unknown_placement_bias.get(rule.metric, 0.0)
     decision = decide(0.0)
     held = decision in PROVEN and bias > 0 and decide(bias) not in PROVEN
     decision = "open" if held else decision
     if len(index) < policy.min_samples or not counts:
         line.reason = f"{len(index)} paired requests, fewer than the {policy.min_samples} required"
-        return _guarded(line, rule, policy)
+        return _guarded(line, rule, policy, False)
     last = line.trajectory[-1]
     base_v = float(np.quantile(sample.baseline, p))
     line.baseline_value, line.candidate_value = base_v, float(np.quantile(sample.candidate, p))
@@ -367,19 +379,27 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     elif bias > 0 and line.regression:
         line.reason += (f"; placement not controlled by abserve, and the slowdowns exceed each allowance "
                         f"by more than its bias ({ms(bias)})")
-    return _guarded(line, rule, policy)
+    return _guarded(line, rule, policy, decision == "open" and guilty(bias))
 
 
 def _inf(x: float | None, sign: int) -> float:
     return sign * math.inf if x is None else x
 
 
-def _guarded(line: MetricLine, rule: MetricRule, policy: Policy) -> MetricLine:
-    """A critical tail gate that is not required to pass only gates once it fails."""
+def _guarded(line: MetricLine, rule: MetricRule, policy: Policy, guilty: bool) -> MetricLine:
+    """A critical tail gate that is not required to pass gates once it fails, and while it looks
+    guilty: an open guard whose estimate is beyond its allowance (``guilty``) is ``marginal`` and
+    critical, so a sequential run goes on until it decides (``gates.stop_now``) and a run whose
+    budget ends first is not a PASS (``verdict.overall``: marginal). An open guard whose estimate
+    is within its allowance blocks nothing."""
     if rule.critical and not policy.sequential.tails_required:
         line.guard = True
-        line.critical = line.outcome == "fail"
-        if line.outcome != "fail":
+        if guilty and line.outcome == "inconclusive":
+            line.outcome = "marginal"
+            line.reason += ("; a guard whose estimate is beyond its allowance: the run goes on until it "
+                            "decides, and is not a pass while it does not")
+        line.critical = line.outcome in ("fail", "marginal")
+        if line.outcome not in ("fail", "marginal"):
             line.reason += "; a guard: fails the run once proven, never keeps it from passing"
     return line
 

@@ -38,7 +38,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import typer
 import yaml
@@ -106,6 +106,8 @@ class ComposeExperiment(ExperimentConfig):
     arms are its services, each with an image, args, lookup and mutant compose can run; the
     router's arms, when given, are the services' URLs; every file it reads is mounted. Checked
     on the raw mapping first, so the compose reason is the one given."""
+
+    v2_runner_default: ClassVar[bool] = True  # docker-compose.yml: ${VLLM_USE_V2_MODEL_RUNNER:-1}
 
     @model_validator(mode="before")
     @classmethod

@@ -61,6 +61,21 @@ DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
 MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall", "salt-prefix")
 LATENCY_MUTANTS = ("slow", "dense-slow", "stall", "decode-stall", "salt-prefix")
+# Mutants whose fault needs vLLM's V1 model runner, and why. Model Runner V2 (the GPU default,
+# VLLM_USE_V2_MODEL_RUNNER=1) looks the window up only for requests that are prefilling, never on
+# a decode step, and has no ``GPUModelRunner``; under it these would inject nothing (or not the
+# effect their checks expect), so a config that runs one there is refused (``abserve.config``).
+# ``drop-straddle`` and ``stall`` act on prefill lookups, ``salt-prefix`` on the engine core's
+# requests: they work under both runners.
+V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V1_RUNNER_ONLY = {
+    "decode-stall": "stalls a decode step's window lookup, which Model Runner V2 never makes",
+    "slow": "its delay per output token comes from the window lookup the V1 runner makes on every "
+            "decode step; Model Runner V2 looks up only while prefilling",
+    "dense-slow": "its delay per output token comes from the window lookup the V1 runner makes on "
+                  "every decode step; Model Runner V2 looks up only while prefilling",
+    "embed-fault": "patches the V1 runner's GPUModelRunner, which Model Runner V2 does not run",
+}
 # The module whose ``Request`` the ``salt-prefix`` mutant patches (the engine core's requests).
 SALT_MODULE = "vllm.v1.request"
 SALT_PREFIX = "abserve-salt-prefix:"

@@ -1,0 +1,40 @@
+"""No PASS while a tail looks guilty (issue 58).
+
+A tail guard (``sequential.tails_required: false``) blocks nothing while it is open and its
+estimate is within its allowance; once its estimate is beyond the allowance and it is still
+undecided it is ``marginal`` and critical: a sequential run does not stop on it with PASS
+(``gates.stop_now``), and a run whose budget ends there is marginal, naming the tail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.stall_runs import judged, run
+
+from abserve.compare import load_policy
+from abserve.compare.gates import stop_now
+from abserve.runs.rounds import decided, gate_outcomes
+
+ROOT = Path(__file__).resolve().parents[3]
+POLICY = load_policy(ROOT / "configs/policy/aa-default.yaml")
+
+
+def tails(j: object) -> dict[str, tuple[str, bool]]:
+    return {m.name: (m.outcome, m.critical) for m in j.metrics if m.kind == "tail"}  # type: ignore[attr-defined]
+
+
+def test_an_open_tail_beyond_its_allowance_keeps_the_run_going_and_is_not_a_pass() -> None:
+    j = judged(run(60, decode_stall=0.3, every=30), POLICY)  # 2 stalls in 60: too few to prove
+    assert tails(j)["tpot.p99"] == ("marginal", True)
+    assert not decided(j)
+    assert not stop_now(gate_outcomes(j))  # type: ignore[arg-type]
+    assert j.verdict == "marginal"
+    assert any(r.startswith("tpot.p99: marginal") for r in j.reasons), j.reasons
+
+
+def test_an_open_tail_within_its_allowance_blocks_nothing() -> None:
+    j = judged(run(60), POLICY)
+    assert tails(j)["tpot.p99"] == ("inconclusive", False)
+    assert decided(j)
+    assert j.verdict == "pass", j.reasons
