@@ -28,10 +28,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from abserve.base.yamlfile import read_mapping
-from abserve.deploy.compose_env import ComposeExperiment
+from abserve.deploy.compose_env import ComposeExperiment, load_experiment
 
 GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,compute_cap,driver_version",
              "--format=csv,noheader,nounits"]
@@ -361,14 +360,12 @@ def probe_host() -> HostProbes:
 
 
 def load_config(path: Path) -> ComposeExperiment:
-    """The GPU config, checked against the compose file; one line (no value of the file) if not."""
+    """The GPU config as ``python -m abserve.deploy.compose_env`` reads it (the one reader of
+    experiment files: ``extends:``, packaged names, the policy resolved), checked against the
+    compose file; one line (no value of the file) if not."""
     try:
-        return ComposeExperiment.model_validate(read_mapping(path))
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        lines = [f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in errors]
-        raise PreflightRefused(f"{path}: " + "; ".join(lines)) from None
-    except ValueError as exc:  # YamlFileError
+        return load_experiment(path)
+    except ValueError as exc:  # ConfigError, YamlFileError, PackagedError
         raise PreflightRefused(str(exc).splitlines()[0]) from None
 
 

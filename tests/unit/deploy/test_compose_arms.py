@@ -82,7 +82,7 @@ def test_an_arm_without_image_falls_back_to_the_shared_image_and_an_absent_arm_i
     raw = two_images()
     for arm in ("a", "b"):
         raw["arms"][arm].pop("image")
-    raw["arms"].pop("a2"), raw["router"]["arms"].pop("a2")
+    raw["arms"].pop("a2")  # router.arms is derived
     env = derived(raw)
     empty = ["ABSERVE_VLLM_IMAGE_A", "ABSERVE_VLLM_TAG_A", "ABSERVE_VLLM_IMAGE_B", "ABSERVE_VLLM_TAG_B",
              "ABSERVE_VLLM_IMAGE_A2", "ABSERVE_VLLM_TAG_A2", "VLLM_ARM_ARGS_A2", "ABSERVE_LOOKUP_A2"]

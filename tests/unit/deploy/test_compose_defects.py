@@ -90,7 +90,7 @@ def test_every_arm_starts_at_the_configs_revision(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_without_the_floor_no_a2_is_laid_out_or_expected(tmp_path: Path) -> None:
     raw = yaml.safe_load((ROOT / "configs" / CONFIG_3B).read_text())
-    del raw["arms"]["a2"], raw["router"]["arms"]["a2"]
+    del raw["arms"]["a2"]  # router.arms is derived
     path = tmp_path / "two-arms.yaml"
     path.write_text(yaml.safe_dump(raw))
     arms = compose_env(load_experiment(path), "configs/two-arms.yaml")["ABSERVE_ARMS"]

@@ -59,7 +59,7 @@ def test_a_config_that_extends_one_is_read_as_abserve_reads_it(checkout: Path) -
 
 def test_router_arms_are_derived_when_left_out() -> None:
     raw = yaml.safe_load(CONFIG_3B.read_text())
-    del raw["router"]["arms"]
+    assert "arms" not in raw["router"]  # the shipped config leaves them out
     experiment = ComposeExperiment.model_validate(raw)
     assert "arms" not in experiment.router  # the orchestrator's own router serves the services
     assert compose_env(experiment, "configs/x.yaml")["ABSERVE_ARMS"] == "a b a2"
@@ -68,6 +68,7 @@ def test_router_arms_are_derived_when_left_out() -> None:
 def test_router_arms_given_must_name_every_arm() -> None:
     raw = yaml.safe_load(CONFIG_3B.read_text())
     raw["arms"]["c"] = {"lookup": "bisect", "role": "candidate"}
+    raw["router"]["arms"] = {arm: {"url": f"http://vllm-{arm}:8000"} for arm in ("a", "b", "a2")}
     with pytest.raises(ValueError, match="arm c has no router entry") as caught:
         ComposeExperiment.model_validate(raw)
     assert "http://vllm-c:8000" in str(caught.value)

@@ -44,7 +44,8 @@ def three_arms(path: Path = CPU_CONFIG, arm: str = "hybrid", lookup: str = "hybr
     """A config with a third candidate ``arm`` beside a and b (and a2 where it has one)."""
     raw = dict(yaml.safe_load(path.read_text()))
     raw["arms"][arm] = {"lookup": lookup, "role": "candidate", **spec}
-    raw["router"]["arms"][arm] = {"url": f"http://vllm-{arm}:8000", "role": "candidate"}
+    if "arms" in raw["router"]:  # the CPU config lists them; the GPU configs derive them
+        raw["router"]["arms"][arm] = {"url": f"http://vllm-{arm}:8000", "role": "candidate"}
     return raw
 
 
