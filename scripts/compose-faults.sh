@@ -39,11 +39,7 @@ fault_compose() {  # fault_compose RUN_ID ARGS...: docker compose on that run's 
 
 fault_config() {  # configs/cpu-compose.yaml with 48 requests per profile: under the one
   # orchestrator its 16 requests are sent within seconds, before a fault could land mid-load
-  local config="$DERIVED/cpu-compose-faults.yaml"
-  derive_config "$config" cpu-compose-faults '
-for item in raw["load"]["profiles"]:
-    item["requests"] = 48'
-  echo "$config"
+  "$PY" -m abserve.deploy.check_configs faults
 }
 
 # run_fault STEP RUN_ID ACTION: the sign-off with ACTION (a compose command line) once
