@@ -18,9 +18,16 @@ class LoadStopped(RunError):
     """The load stopped before it had sent its requests (``abserve.traffic.runner``): at its
     error-rate limit (exit 6, as ``abserve load``'s), a lost worker (7), else invalid (3)."""
 
-    def __init__(self, message: str, stop_reason: str | None) -> None:
+    def __init__(self, message: str, stop_reason: str | None, profile: str | None = None) -> None:
         super().__init__(message)
+        self.stop_reason, self.profile = stop_reason, profile
         self.exit_code = {"error_rate": 6, "worker_lost": 7}.get(stop_reason or "", 3)
+
+    def describe(self) -> str:
+        """Why the run is invalid, in the words its report gives."""
+        what = {6: "the load stopped at its error-rate limit (exit 6)",
+                7: "a load worker was lost (exit 7)"}.get(self.exit_code, "the load stopped before its end")
+        return f"{what}: {self}"
 
 
 class RunRefused(RunError):

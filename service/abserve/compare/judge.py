@@ -276,6 +276,8 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
     held = [(m.name, m.reason) for m in lines if m.regression and not m.critical and m.outcome == "unstable"]
     verdict, code, reasons = overall(invalid, gates, path.sequential, held)
+    if verdict == "invalid" and run.provenance.load_stop is not None:
+        code = run.provenance.load_stop.exit_code  # 6 or 7: the load's stop, as ``abserve load`` exits
     return Judgment(
         run_id=run.run_id,
         run_status=run.status,

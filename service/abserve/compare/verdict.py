@@ -151,6 +151,9 @@ def invalid_reasons(
     death = run.provenance.arm_death
     if death is not None:  # found by abserve run's watch (arms/watch.py)
         reasons.append(death.reason or f"arm {death.arm!r} died during the run")
+    stop = run.provenance.load_stop
+    if stop is not None:  # abserve run's load ended before its end (runs/load_plan.py)
+        reasons.append(stop.reason or f"the load stopped before its end ({stop.stop_reason})")
     seen = run.provenance.load_seen
     if seen is not None and seen.missing:  # the load's own records (runs/load_seen.py)
         reasons.append(missing_answers(seen.missing, seen.seen))

@@ -15,8 +15,8 @@ Two promises keep the stores and reports of earlier versions working:
   provenance). No key is free-form by design; extras exist for that compatibility only.
 
 Who writes what: ``abserve.runs.provenance.run_provenance`` (versions, hashes, seeds, host,
-load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_stop``, ``load_seen``, each block's
-``neighbours`` and ``prefix_cache``), ``abserve.runs.combine`` (GPU rotation blocks,
+load plan, blocks), the orchestrator (``sequential``, ``arm_death``, ``load_stop``, ``load_seen``,
+each block's ``neighbours`` and ``prefix_cache``), ``abserve.runs.combine`` (GPU rotation blocks,
 ``combined_from``), ``run_provenance`` also
 each arm as configured (``arm_configs``) and the accepted release a baseline came from
 (``accepted_baseline``, ``abserve.ledger.baseline``),

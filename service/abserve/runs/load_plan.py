@@ -86,8 +86,10 @@ def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
             shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
         ))
         if summary.abort_reason:
-            raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason}; see {summary.log_path}",
-                              summary.stop_reason)
+            raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason} ({summary.failures} of "
+                              f"{summary.requests_sent} requests failed, the limit is "
+                              f"{config.load.max_error_rate:.1%}); see {summary.log_path}",
+                              summary.stop_reason, item.profile)
         sent += summary.requests_sent
     return sent
 

@@ -22,7 +22,7 @@ from abserve.arms import arm_servers
 from abserve.arms.arm_checks import ArmCheckError, ArmFacts, check_arms
 from abserve.arms.arm_pool import ArmPool
 from abserve.arms.compose_target import ComposeServer, compose_servers, server_identity
-from abserve.arms.run_paths import RunError, RunPaths, RunRefused
+from abserve.arms.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.arms.server import ServerStartError, VllmServer, free_port, start_servers, stop_servers
 from abserve.arms.watch import ArmDeath, ArmDied, watch_arms
 from abserve.compare.family import Family
@@ -30,7 +30,7 @@ from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.ledger.baseline import resolve_accepted
 from abserve.ledger.book import record_family_signoff
-from abserve.model.provenance import BlockRecord
+from abserve.model.provenance import BlockRecord, LoadStopRecord
 from abserve.model.records import RunInfo
 from abserve.model.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
 from abserve.report.summary_file import SummaryTarget
@@ -117,8 +117,10 @@ def await_proof(server: VllmServer, expected: str | None, flushes: int = 4) -> P
 
 
 def record_provenance(ctx: RunContext, blocks: list[BlockRecord] | None = None,
-                      rounds: RoundLog | None = None, died: ArmDeath | None = None) -> RunInfo:
-    """Write each arm's proof, telemetry and server args and the run's provenance to the store."""
+                      rounds: RoundLog | None = None, died: ArmDeath | None = None,
+                      stopped: LoadStopped | None = None) -> RunInfo:
+    """Write each arm's proof, telemetry and server args and the run's provenance to the store
+    (with why the run ended early: an arm that ``died``, a load ``stopped`` before its end)."""
     from abserve.store import Store
 
     config, servers, paths, run_id = ctx.config, ctx.servers, ctx.paths, ctx.run_id
@@ -136,6 +138,10 @@ def record_provenance(ctx: RunContext, blocks: list[BlockRecord] | None = None,
             run.provenance.sequential = rounds.as_provenance()
         if died is not None:
             run.provenance.arm_death = died.as_provenance()
+        if stopped is not None:
+            run.provenance.load_stop = LoadStopRecord(
+                profile=stopped.profile, stop_reason=stopped.stop_reason, exit_code=stopped.exit_code,
+                reason=stopped.describe())
         store.update_run(run)
         return run
 
@@ -173,7 +179,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                    budget: BudgetConfig | None = None, pool: ArmPool | None = None,
                    target: str = "local", run_id: str | None = None,
                    database_url: str | None = None, summary: SummaryTarget | None = None) -> int:
-    """Run the whole experiment; return the report's exit code (3 when the run is invalid).
+    """Run the whole experiment; return the report's exit code (3 when the run is invalid; 6 or
+    7 when its load stopped at its error limit or lost a worker, with an INVALID report).
 
     With a budget (``budget`` or the config's ``budget:``) the load goes in rounds judged
     after each and stops when the answer is known (``abserve.runs.rounds``). With a
@@ -199,6 +206,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
     run_id = ctx.run_id
     finished = False
     died: ArmDeath | None = None
+    stopped: LoadStopped | None = None
     pool = pool or ArmPool()  # without one, this run's servers are all its own
     with exclusive_run(), sigterm_as_interrupt():
         try:
@@ -222,6 +230,9 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
         except ArmDied as exc:  # the load stopped at once; what was answered is recorded
             died = exc.death
             console.print(f"[bold red]{died.describe()}[/]; run stopped")
+        except LoadStopped as exc:  # the same: an INVALID report saying why, the exit 6 or 7 kept
+            stopped = exc
+            console.print(f"[bold red]{exc.describe()}[/]; run stopped")
         except ServerStartError as exc:
             raise RunError(str(exc)) from exc
         finally:
@@ -230,11 +241,12 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             stop_servers(pool.release(config, ctx.servers, finished))
             if ctx.router is not None and not finished:
                 mark_interrupted(paths.database_url, run_id)
-    if died is not None:  # judged anyway: the report is INVALID and says which arm and why
-        record_provenance(ctx, rounds=rounds, died=died)
+    if died is not None or stopped is not None:  # judged anyway: the report is INVALID and says why
+        record_provenance(ctx, rounds=rounds, died=died, stopped=stopped)
     record_load_seen(paths.database_url, run_id, paths.out / "load")  # the router has stopped
-    return write_signoff(paths.database_url, run_id, config.policy, out, console,
+    code = write_signoff(paths.database_url, run_id, config.policy, out, console,
                          judging_roles(config, policy), family_of(config), summary)
+    return stopped.exit_code if stopped is not None else code
 
 
 REPORT_FILES = ("report.html", "report.md", "report.json", "junit.xml")

@@ -212,3 +212,19 @@ def test_arm_absent_from_every_exchange_or_no_exchanges_is_invalid() -> None:
     empty = judge(run_info(), [], policy())
     assert empty.verdict == "invalid"
     assert empty.invalid_reasons == ["no exchanges to judge"]
+
+
+@pytest.mark.parametrize(("stop_reason", "code"), [("error_rate", 6), ("worker_lost", 7), ("setup", 3)])
+def test_a_run_whose_load_stopped_is_invalid_with_the_loads_exit(stop_reason: str, code: int) -> None:
+    """abserve run records why its load stopped (runs/orchestrator.py); the report keeps its exit."""
+    from abserve.arms.run_paths import LoadStopped
+    from abserve.model.provenance import LoadStopRecord
+
+    stopped = LoadStopped("load chat stopped: ...; see locust.log", stop_reason, "chat")
+    run = run_info(status="interrupted")
+    run.provenance.load_stop = LoadStopRecord(profile="chat", stop_reason=stop_reason,
+                                              exit_code=stopped.exit_code, reason=stopped.describe())
+    j = judge(run, ab_run(80), policy())
+    assert (j.verdict, j.exit_code) == ("invalid", code)
+    assert any(r.startswith(stopped.describe()) for r in j.invalid_reasons), j.invalid_reasons
+    assert f"(exit {code})" in stopped.describe() or code == 3
