@@ -17,7 +17,10 @@ wins, as under ``abserve run``), and optionally a lookup and a test-only mutant.
 without ``lookup:`` runs vLLM untouched and is proven by what identifies it (its vLLM
 version, command line and image: ``abserve.runs.provenance``). Compose cannot run a
 per-arm environment (it interpolates one environment for every service), a Python
-environment or an endpoint: each is refused with the alternative named. Router arms are
+environment or an endpoint: each is refused with the alternative named. An arm ``from:
+accepted`` is the accepted release's image, resolved from the ledger before anything is built
+(``abserve.deploy.compose_accepted``; ``main`` reads the store ``--db`` or
+``ABSERVE_DATABASE_URL`` names, and exits 4 when nothing is accepted). Router arms are
 derived from ``arms:`` (the service URL ``http://vllm-<arm>:8000``); a ``router.arms`` given
 must say the same. Every file the run reads (the policy, traffic files) must lie in a folder
 the stack mounts: this checkout's ``configs/`` or ``traffic/`` (or be a packaged config).
@@ -45,10 +48,12 @@ import yaml
 from pydantic import model_validator
 
 from abserve.arms.compose_target import ARM_PORT, arm_url
-from abserve.base import module_cli
+from abserve.base import exit_codes, module_cli
 from abserve.base.packaged import packaged_root
 from abserve.base.yamlfile import YamlFileError
 from abserve.config import ExperimentConfig, LoadItem, load_experiment_as
+from abserve.deploy.compose_accepted import DATABASE_ENV, resolve_accepted_image
+from abserve.ledger.baseline import NoAcceptedBuild
 from abserve.model.arms import REFERENCE, ArgValue, ArmConfig, render_args
 
 # The arms docker-compose.yml has services for (vllm-a, vllm-b, vllm-a2). Any other arm gets
@@ -88,9 +93,6 @@ NOT_FOR_COMPOSE = {
     "api_key_env": "compose arms are its own services on an internal network, without keys",
     "mutant_env": "docker-compose.yml passes a mutant's name only (ABSERVE_MUTANT_<ARM>), with "
                   "its default settings; tune a mutant with `abserve run`",
-    "from": "compose builds each arm's image before any store is read, so it cannot take an arm "
-            "from the ledger: name the accepted build's image (image: REF), or run the config with "
-            "`abserve run`",
     "env": "docker-compose.yml passes one environment to every arm (x-vllm-env); put the "
            f"variable under server.env (one of {sorted(PASSED_ENV)}), express the change as a vLLM "
            "flag in the arm's args:, bake it into the arm's image:, or run the config with "
@@ -206,7 +208,10 @@ def _check_compose_args(where: str, args: dict[str, Any]) -> None:
 
 
 def compose_env(experiment: ExperimentConfig, config_path: str) -> dict[str, str]:
-    """The compose variables of one experiment (``config_path`` relative to the repo root)."""
+    """The compose variables of one experiment (``config_path`` relative to the repo root),
+    its arms ``from: accepted`` resolved (``compose_accepted``): compose builds what it names."""
+    if unresolved := sorted(experiment.from_ledger()):
+        raise ValueError(f"arms {unresolved}: from: accepted is not resolved (resolve_accepted_image)")
     env = {
         "ABSERVE_CONFIG": config_path,
         "ABSERVE_MODEL": experiment.model.id or "",
@@ -382,6 +387,9 @@ def derive(
     images_asked: Annotated[bool, typer.Option(
         "--arm-images", help="print ARM=IMAGE for each arm of the config, from the resolved "
                              "compose file on stdin (`docker compose config`)")] = False,
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar=DATABASE_ENV, show_envvar=False,
+        help="the store an arm `from: accepted` is read from (default: $ABSERVE_DATABASE_URL)")] = None,
 ) -> None:
     """Print the env file of CONFIG (or, with a flag, its extra arms' compose file or its arms'
     images); exit 2 with the error when the config cannot run under compose."""
@@ -394,7 +402,10 @@ def derive(
         if arms_compose:
             sys.stdout.write(extra_arms_compose(experiment, sys.stdin.read()))
             return
-        text = render_env_file(compose_env(experiment, config.as_posix()))
+        text = render_env_file(compose_env(resolve_accepted_image(experiment, db), config.as_posix()))
+    except NoAcceptedBuild as exc:  # nothing to build the arm from: refused, as `abserve run` does
+        print(f"compose_env: {config}: {exc}", file=sys.stderr)
+        raise typer.Exit(exit_codes.USAGE) from None
     except (OSError, ValueError, yaml.YAMLError, YamlFileError) as exc:  # ConfigError is a ValueError
         print(f"compose_env: {config}: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
