@@ -350,7 +350,9 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     base_v = float(np.quantile(sample.baseline, p))
     line.baseline_value, line.candidate_value = base_v, float(np.quantile(sample.candidate, p))
     line.estimate, line.low, line.high = last.estimate, last.low, last.high
-    line.relative = (line.candidate_value - base_v) / base_v if base_v else None
+    # The relative change is the same estimate as the difference (paired: the p-quantile of the
+    # per-request difference, not the difference of the arms' own quantiles), over the baseline's.
+    line.relative = last.estimate / base_v if base_v and last.estimate is not None else None
     line.threshold = threshold_for(rule, base_v)
     span = f"{_ms(last.estimate or 0.0)} [{_ms(_inf(last.low, -1))}, {_ms(_inf(last.high, 1))}]"
     allowed = f"{rule.allowed_relative:.0%}" + (f" or {ms(rule.allowed_absolute, signed=False)}"

@@ -203,6 +203,15 @@ def lookup_chart(rows: list[LookupRow], span: tuple[float, float] | None,
     return chart, ""
 
 
+def gating(m: MetricLine) -> str:
+    """How a line gates, as the policy says it: ``critical``, ``guard`` (a critical gate the policy
+    does not require: it fails the run once proven, and holds it while it looks guilty) or
+    ``reported``. Never the line's ``critical`` flag in Python spelling: a guard's flag is false
+    until it fails, which a reader of the policy's ``critical: true`` cannot tell from a reported
+    gate."""
+    return "guard" if m.guard else "critical" if m.critical else "reported"
+
+
 def tail_words(m: MetricLine) -> str:
     """An anytime tail gate in words: its interval and allowance."""
     low, high = (ms(v, unit=False, missing="unbounded") for v in (m.low, m.high))
@@ -217,9 +226,8 @@ def strata_rows(j: Judgment) -> list[StratumRow]:
     for m in j.metrics:
         if m.kind not in ("stratum", "tail"):
             continue
-        gating = "guard" if m.guard else "critical" if m.critical else "reported"
         text = headline(m) if m.kind == "stratum" else tail_words(m)
-        rows.append(StratumRow(m.name, text, m.outcome, gating))
+        rows.append(StratumRow(m.name, text, m.outcome, gating(m)))
     return rows
 
 

@@ -24,7 +24,7 @@ from markupsafe import Markup
 from abserve.base.units import ms, scaled
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
 from abserve.report import svg
-from abserve.report.effect import failing_strata
+from abserve.report.effect import failing_strata, gating
 from abserve.report.imported import imported_statements
 from abserve.report.load_seen import load_seen_statement
 from abserve.report.restarts import restart_statement, router_restarts
@@ -91,6 +91,7 @@ def cells(m: MetricLine) -> dict[str, str]:
     per_arm = m.kind == "shift"
     return {
         "label": label(m),
+        "gating": gating(m),
         "baseline": value(m, m.baseline_value, sign=False) if per_arm else "—",
         "candidate": value(m, m.candidate_value, sign=False) if per_arm else "—",
         "difference": value(m, m.estimate),
