@@ -11,8 +11,10 @@
 # decided. Saves every container's log to runs/<id>/compose.log, tears the stack down, and
 # exits with the orchestrator's code (abserve/base/exit_codes.py):
 #   0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid, 4 refused (before anything ran: no
-#   config or .env, a config compose cannot run, the GPU preflight refused; or the run's own
-#   checks), 5 internal error, 6 the load stopped at its error-rate limit, 130 interrupted.
+#   config or .env, a config compose cannot run, the GPU preflight refused, an image that did
+#   not build or whose base image did not pull; or the run's own checks), 5 internal error,
+#   6 the load stopped at its error-rate limit, 7 a load worker was lost (6 and 7 with an
+#   INVALID report), 130 interrupted. It says "report in" only where a report was written.
 #   The preflight (`abserve check CONFIG --gpu`) runs before any image is pulled or
 #   built: NVIDIA runtime, GPU ids and memory per arm, compute capability, a pinned release
 #   model; docs/gpu.md "Preflight"). ABSERVE_SKIP_PREFLIGHT=1 skips it, ABSERVE_ALLOW_UNPINNED=1
@@ -32,6 +34,32 @@ REFUSED=4   # the sign-off was refused before anything ran
 ENV_FILE="${ABSERVE_ENV_FILE:-.env}"
 
 die() { echo "signoff: $*" >&2; exit "$REFUSED"; }
+
+# `docker compose ... build SERVICE...`, its output shown as it comes. A failed build (a step of
+# it, or the pull of the base image it starts FROM) is refused (4), not left with docker's own
+# status: one line naming the image (the service docker's output names, else each one built)
+# and docker's message, its last line that says something (the whole output is above).
+build_images() {
+  local compose=() services=() failed=() err said svc image base images="" rc=0
+  while [ "$1" != build ]; do compose+=("$1"); shift; done
+  shift
+  services=("$@")
+  err="$(mktemp)"
+  { "${compose[@]}" build "${services[@]}" 2>&1 1>&3 3>&- | tee "$err" >&2 3>&-; } 3>&1 || rc=$?
+  if [ "$rc" = 0 ]; then rm -f "$err"; return 0; fi
+  for svc in "${services[@]}"; do
+    if grep -qE "(\[|target )$svc[] :]" "$err"; then failed+=("$svc"); fi
+  done
+  [ "${#failed[@]}" -gt 0 ] || failed=("${services[@]}")
+  for svc in "${failed[@]}"; do
+    image="$("${compose[@]}" config --images "$svc" 2>/dev/null < /dev/null | head -n 1 || true)"
+    base="$("${compose[@]}" config "$svc" 2>/dev/null < /dev/null | sed -n 's/^ *VLLM_IMAGE: //p' | head -n 1 || true)"
+    images="$images, ${image:-$svc}${base:+ (FROM $base)}"
+  done
+  said="$(grep -vE '^[[:space:]]*-*[[:space:]]*$' "$err" | tail -n 1 | sed 's/^[[:space:]]*//' || true)"
+  rm -f "$err"
+  die "building ${images#, } failed: ${said:-docker said nothing} (docker compose build exited $rc)"
+}
 
 [ -f "$CONFIG" ] || die "no such config: $CONFIG"
 case "$CONFIG" in
@@ -81,7 +109,7 @@ echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
 
 # The service image first (it derives the environment), then each arm's vLLM image from the
 # base image the config names for it (ABSERVE_VLLM_IMAGE_<ARM>, else .env's shared one).
-docker compose --env-file "$ENV_FILE" build prepare
+build_images docker compose --env-file "$ENV_FILE" build prepare
 # (</dev/null: `compose run` reads its stdin, which is the block plan in gpu-rotation.sh's loop.)
 docker compose --env-file "$ENV_FILE" run --rm --no-deps -T --entrypoint python prepare \
   -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
@@ -114,7 +142,7 @@ arm_services=(model-fetch)
 for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do
   arm_services+=("vllm-$arm")
 done
-"${dc[@]}" build "${arm_services[@]}"
+build_images "${dc[@]}" build "${arm_services[@]}"
 # What each arm runs, for the run's provenance: the image compose runs for it (resolved from the
 # stack's compose files) and that image's id.
 ABSERVE_ARM_IMAGES=""
@@ -142,12 +170,18 @@ if [ -z "$started" ] || [ "$("${dc[@]}" ps --all -q orchestrator | xargs -r dock
   echo "signoff: the orchestrator never ran (a service it depends on failed; docker compose up exited $code); see $run_dir/compose.log" >&2
   exit "$INVALID"
 fi
+# Where to look: the report, where the orchestrator wrote one (a run that failed before it judged
+# writes none), else the stack's log.
+look_at() {
+  if [ -f "$run_dir/report.html" ]; then echo "report in $run_dir/report.html, run data in $run_dir"
+  else echo "no report was written; see $run_dir/compose.log"; fi
+}
 case "$code" in
   0) verdict=pass ;; 1) verdict=fail ;; 2) verdict="inconclusive or marginal" ;; 3) verdict=invalid ;;
   4) echo "signoff: the run was refused (exit 4); see the orchestrator's line above" >&2; exit 4 ;;
-  6) echo "signoff: the load stopped at its error-rate limit (exit 6); report in $run_dir" >&2; exit 6 ;;
-  7) echo "signoff: a load worker was lost (exit 7); report in $run_dir" >&2; exit 7 ;;
+  6) echo "signoff: the load stopped at its error-rate limit (exit 6); $(look_at)" >&2; exit 6 ;;
+  7) echo "signoff: a load worker was lost (exit 7); $(look_at)" >&2; exit 7 ;;
   *) echo "signoff: no verdict (exit $code); see $run_dir/compose.log" >&2; exit "$code" ;;
 esac
-echo "signoff: $verdict (exit $code); report in $run_dir/report.html, run data in $run_dir"
+echo "signoff: $verdict (exit $code); $(look_at)"
 exit "$code"

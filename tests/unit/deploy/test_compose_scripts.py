@@ -148,7 +148,7 @@ elif args[0] == "inspect":
 
 
 def signoff(tmp_path: Path, env_file: str | None, stdin: str = "", config: str = "configs/gpu-x.yaml",
-            **fakes: str) -> tuple[int, str, list[list[str]]]:
+            docker: str = DOCKER, **fakes: str) -> tuple[int, str, list[list[str]]]:
     tree = tmp_path / "repo"
     (tree / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "signoff.sh", tree / "scripts" / "signoff.sh")
@@ -158,7 +158,7 @@ def signoff(tmp_path: Path, env_file: str | None, stdin: str = "", config: str =
         (tree / ".env").write_text(env_file)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake(bin_dir, "docker", DOCKER)
+    fake(bin_dir, "docker", docker)
     log = tmp_path / "calls.jsonl"
     # The GPU preflight has its own tests (tests/unit/deploy/test_preflight_*.py); no GPU or abserve here.
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log), "ABSERVE_SKIP_PREFLIGHT": "1",
