@@ -367,6 +367,11 @@ for step in "${STEPS[@]}"; do
       check_decided_family "$run_id" "$code"
       [ "$step" = decide ] || no_sqlite_beside "$run_id"
       lap "$step" ;;
+    journey)
+      # the GPU engineer's journey: every shell block of the GPU pages run as written, in a
+      # fresh copy of the checkout, on a stand-in GPU host (tests/support/gpu_journey.py)
+      "$PY" -m tests.support.gpu_journey "$WORK/journey" || fail "the GPU journey (its FAILED lines above)"
+      lap journey ;;
     text-only)
       run_id="check-text-only-$(date -u +%Y%m%d-%H%M%S)"
       code=0
@@ -380,7 +385,7 @@ for step in "${STEPS[@]}"; do
     arm-killed|orchestrator-stopped)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, decide, decide-postgres, text-only, images, arm-killed, orchestrator-stopped)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, decide, decide-postgres, text-only, journey, images, arm-killed, orchestrator-stopped)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

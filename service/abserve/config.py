@@ -356,11 +356,13 @@ def config_overlay() -> Path | None:
 
 
 def _overlaid(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with each top-level section of the overlay (if one is named) replacing its own."""
+    """``data`` with each top-level section of the overlay (if one is named) replacing its own;
+    a section the overlay sets to null is removed (the schema's default applies)."""
     overlay = config_overlay()
     if overlay is None:
         return data
-    return {**data, **read_mapping(overlay, rebase=rebase_experiment)}
+    merged = {**data, **read_mapping(overlay, rebase=rebase_experiment)}
+    return {key: value for key, value in merged.items() if value is not None}
 
 
 class ConfigError(ValueError):

@@ -33,22 +33,27 @@ server:
   args: {--max-model-len: 8192, --dtype: float32}
   env: {VLLM_USE_V2_MODEL_RUNNER: "0"}
 budget: {seconds: 300, min_rounds: 2}
+blocks: null
 policy: selftest
 """)
     monkeypatch.setenv(OVERLAY_ENV, str(overlay))
-    config = load_experiment("gpu-qwen2.5-vl-3b")
+    config = load_experiment("gpu-own-change")  # extends the 3B config; its blocks: count 10
     assert dict(config.server.args) == {"--max-model-len": 8192, "--dtype": "float32"}  # no GPU flag left
     assert config.server.env == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
-    assert config.budget is not None and config.budget.seconds == 300
+    assert config.budget is not None
+    assert config.budget.seconds == 300
+    assert config.blocks.count == type(config.blocks)().count  # removed: the schema's default
     assert config.policy.name == "selftest.yaml"
     assert config.model.id == "Qwen/Qwen2.5-VL-3B-Instruct"  # sections it does not name are the config's
-    assert set(config.arms) == {"a", "b", "a2"}
+    assert set(config.arms) == {"a", "b"}
     facts = _overlay_facts()
-    assert facts is not None and facts["path"] == str(overlay) and len(facts["sha256"]) == 64
+    assert facts is not None
+    assert facts["path"] == str(overlay)
+    assert len(facts["sha256"]) == 64
 
 
 def test_an_overlay_that_cannot_be_read_is_an_error_naming_it(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(OVERLAY_ENV, str(tmp_path / "missing.yaml"))
-    with pytest.raises(ValueError, match="missing.yaml"):
+    with pytest.raises(ValueError, match=r"missing\.yaml"):
         load_experiment("gpu-qwen2.5-vl-3b")

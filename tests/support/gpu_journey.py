@@ -1,0 +1,165 @@
+"""The GPU engineer's journey, run as the pages write it, on this machine's CPU engine.
+
+Every shell block of the GPU journey's pages (``JOURNEY``: docs/gpu.md's own-change recipe,
+its run, rotation and placement-bias sections, the GPU part of docs/release-workflow.md) is
+read from the Markdown (``tests.support.doc_blocks``) and run with bash, as written, in a
+fresh copy of the checkout, in page order. Only the machine is stood in for
+(``tests.support.gpu_standin``): ``nvidia-smi`` reporting H100s, ``docker info`` listing the
+NVIDIA runtime, ``pipx``, an ``$EDITOR`` that applies the edit the page describes, the CPU
+engine's images for the CUDA ones (a compose override outside the user's files) and this
+machine's server flags and load (``ABSERVE_CONFIG_OVERLAY``). What each block must leave
+behind is asserted (``EXPECT``); a shell block on those pages that ``EXPECT`` does not know
+fails the journey, so no documented command can change without this test noticing.
+
+Run by ``scripts/compose-check.sh journey`` (the engine, the CPU runtime image and the tiny
+model ready): ``python -m tests.support.gpu_journey WORK``. Exit 0 when every block did what
+its page says, else 1 with one line per block that did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.doc_blocks import Block, blocks, in_section
+from tests.support.gpu_standin import Standin, copy_checkout, make_standin, use_overlay
+
+ROOT = Path(__file__).resolve().parents[2]
+# The journey's pages and sections, in the order a user walks them.
+# The journey's pages and sections, in the order a user walks them, and the overlay of this
+# machine each section's sign-offs run under (``gpu_standin.OVERLAYS``).
+JOURNEY: list[tuple[str, str, str]] = [
+    ("docs/gpu.md", "Your own change (start here)", "decide"),
+    ("docs/gpu.md", "Run it", "small"),
+    ("docs/gpu.md", "Counterbalancing the GPUs (`scripts/gpu-rotation.sh`)", "small"),
+    ("docs/gpu.md", "Measuring the host's placement bias", "decide"),
+    ("docs/release-workflow.md", "On a GPU host", "decide"),
+]
+
+
+@dataclass
+class Ran:
+    """What one block did: its output, the runs it made (new folders under runs/), its time."""
+
+    block: Block
+    output: str
+    runs: list[str]
+    seconds: float
+    codes: list[int] = field(default_factory=list)  # every `echo $?` the block printed
+
+
+def report(checkout: Path, run: str) -> dict[str, object]:
+    path = checkout / "runs" / run / "report.json"
+    data: dict[str, object] = json.loads(path.read_text()) if path.is_file() else {}
+    return data
+
+
+# What each block must leave behind, by a phrase its text holds (first match wins).
+Check = Callable[[Ran, Path], list[str]]
+
+
+def expect_verdict(codes: set[int], verdicts: set[str]) -> Check:
+    """The block's sign-off ran to one of ``verdicts`` and printed one of ``codes``."""
+    def check(ran: Ran, checkout: Path) -> list[str]:
+        problems = []
+        if ran.codes and ran.codes[-1] not in codes:
+            problems.append(f"exit {ran.codes[-1]}, expected one of {sorted(codes)}")
+        signed = [r for r in ran.runs if (checkout / "runs" / r / "report.json").is_file()]
+        if not signed:
+            problems.append(f"no report in any new run folder ({ran.runs or 'none'})")
+        for run in signed:
+            verdict = str(report(checkout, run).get("verdict", "")).lower()
+            if verdict not in verdicts:
+                problems.append(f"{run}: verdict {verdict!r}, expected one of {sorted(verdicts)}")
+        return problems
+    return check
+
+
+def expect_exit_zero(ran: Ran, checkout: Path) -> list[str]:
+    failed = "[journey] status" in ran.output
+    return ["a command failed (see its [journey] status line)"] if failed else []
+
+
+JUDGED = {"pass", "fail", "inconclusive", "marginal"}
+EXPECT: list[tuple[str, Check]] = [
+    ("scripts/signoff.sh configs/local/my-change.yaml", expect_verdict({0}, {"pass"})),
+    ("scripts/gpu-rotation.sh", expect_verdict({0, 1, 2}, JUDGED)),
+    ("scripts/signoff.sh configs/gpu-aa.yaml", expect_verdict({0, 2}, {"pass", "inconclusive"})),
+    ("scripts/signoff.sh configs/gpu-qwen2.5-vl-3b.yaml", expect_verdict({0, 1, 2}, JUDGED)),
+]
+
+
+def check_for(block: Block) -> Check | None:
+    for phrase, check in EXPECT:
+        if phrase in block.text:
+            return check
+    return expect_exit_zero if block.text.strip() else None
+
+
+def run_block(block: Block, checkout: Path, standin: Standin) -> Ran:
+    """``block`` run by bash in the checkout, each failing command's status reported; every
+    ``echo $?`` the page wrote is captured as an exit code."""
+    before = set(os.listdir(checkout / "runs")) if (checkout / "runs").is_dir() else set()
+    script = "trap 'echo \"[journey] status $? of: $BASH_COMMAND\" >&2' ERR\n" + block.text
+    started = time.monotonic()
+    lines: list[str] = []
+    with subprocess.Popen(["bash", "-c", script], cwd=checkout, env=standin.env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as shell:
+        assert shell.stdout is not None
+        for line in shell.stdout:  # shown as it goes: a sign-off takes minutes
+            print(f"  | {line}", end="", flush=True)
+            lines.append(line)
+    output = "".join(lines)
+    if shell.returncode != 0:
+        output += f"\n[journey] status {shell.returncode} of: the block\n"
+    after = set(os.listdir(checkout / "runs")) if (checkout / "runs").is_dir() else set()
+    printed = re.findall(r"^(\d+)\s*$", output, flags=re.M)
+    codes = [int(code) for code in printed] if "echo $?" in block.text else []
+    return Ran(block, output, sorted(after - before), time.monotonic() - started, codes)
+
+
+def journey_blocks(only: str = "") -> list[tuple[Block, str]]:
+    """The journey's shell blocks, in order; ``only`` (comma-separated phrases of section
+    headings, ``ABSERVE_JOURNEY_ONLY`` while developing) keeps those sections alone."""
+    found: list[tuple[Block, str]] = []
+    wanted = [p for p in only.split(",") if p]
+    for page, heading, overlay in JOURNEY:
+        if wanted and not any(p in heading for p in wanted):
+            continue
+        section = [b for b in in_section(blocks(ROOT / page, page), heading) if b.is_shell]
+        if not section:
+            raise SystemExit(f"gpu journey: {page} has no shell block under {heading!r}: the page changed")
+        found += [(block, overlay) for block in section]
+    return found
+
+
+def main(work: Path) -> int:
+    checkout = copy_checkout(ROOT, work / "abserve")
+    standin = make_standin(work / "standin", checkout, ROOT)
+    problems: list[str] = []
+    for block, overlay in journey_blocks(os.environ.get("ABSERVE_JOURNEY_ONLY", "")):
+        use_overlay(standin.folder, overlay)
+        check = check_for(block)
+        if check is None:
+            problems.append(f"{block.where()}: a block the journey does not know how to check")
+            continue
+        print(f"[journey] {block.where()}:\n{block.text}", flush=True)
+        ran = run_block(block, checkout, standin)
+        found = check(ran, checkout)
+        print(f"[journey] {block.where()}: {len(ran.runs)} run(s) in {ran.seconds:.0f} s; "
+              f"{'ok' if not found else 'FAILED'}", flush=True)
+        problems += [f"{block.where()}: {p}" for p in found]
+    for line in problems:
+        print(f"[journey] FAILED {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Path(sys.argv[1]).resolve()))
