@@ -21,6 +21,10 @@
 #   passes --allow-unpinned; the CPU override (COMPOSE_FILE naming docker-compose.cpu.yml) has
 #   no GPU to check and skips it too.
 # CONFIG must lie under configs/ or traffic/ of this checkout (the folders the stack mounts).
+# The store: ABSERVE_DATABASE_URL (.env or the shell), else SQLite in runs/<id>/. One ledger for
+# the host's sign-offs (what an arm `from: accepted` reads): ABSERVE_DATABASE_URL naming the
+# compose profile `ledger`'s server (postgresql+psycopg://abserve:PASSWORD@ledger-db:5432/abserve,
+# with ABSERVE_LEDGER_PASSWORD) starts that profile first; docs/gpu.md "One ledger on the host".
 # Needs Docker with the NVIDIA container toolkit and Compose v2.20+; .env from .env.example
 # (ABSERVE_ENV_FILE names another file; COMPOSE_FILE=docker-compose.yml:docker-compose.cpu.yml
 # runs the CPU stack, as scripts/compose-check.sh does).
@@ -91,6 +95,11 @@ preflight() {
 preflight
 docker compose version >/dev/null 2>&1 || die "docker compose (v2) is required"
 
+# The host's ledger (docker-compose.yml's profile `ledger`) when the store names its server.
+db_url="${ABSERVE_DATABASE_URL:-$(sed -n 's/^ABSERVE_DATABASE_URL=//p' "$ENV_FILE" | tail -n 1)}"
+profile=()
+case "$db_url" in *@ledger-db:*|*@ledger-db/*) profile=(--profile ledger) ;; esac
+
 name="$(basename "$CONFIG" .yaml)"
 export ABSERVE_RUN_ID="${ABSERVE_RUN_ID_OVERRIDE:-signoff-$name-$(date -u +%Y%m%d-%H%M%S)-$RANDOM}"
 export ABSERVE_UID ABSERVE_GID
@@ -111,9 +120,16 @@ echo "signoff: run $ABSERVE_RUN_ID, config $CONFIG"
 # base image the config names for it (ABSERVE_VLLM_IMAGE_<ARM>, else .env's shared one).
 build_images docker compose --env-file "$ENV_FILE" build prepare
 # (</dev/null: `compose run` reads its stdin, which is the block plan in gpu-rotation.sh's loop.)
-docker compose --env-file "$ENV_FILE" run --rm --no-deps -T --entrypoint python prepare \
-  -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
-  || die "$CONFIG does not fit docker-compose.yml (see the message above)"
+# Derived in the orchestrator's container: it reaches the store, where an arm `from: accepted`
+# is resolved to the accepted release's image before anything is built (refused, exit 4, while
+# nothing is accepted).
+if [ ${#profile[@]} -gt 0 ]; then
+  docker compose "${profile[@]}" --env-file "$ENV_FILE" up -d --wait ledger-db < /dev/null \
+    || die "the ledger's server (service ledger-db) did not start: docker compose --profile ledger logs ledger-db"
+fi
+docker compose ${profile[@]+"${profile[@]}"} --env-file "$ENV_FILE" run --rm --no-deps -T \
+  --entrypoint python orchestrator -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
+  || die "$CONFIG cannot run under docker compose (see the message above)"
 
 # Arms beyond a, b and a2 (any number of candidates): their services come from generated
 # compose files, one per compose file of the stack (python -m abserve.deploy.compose_env
@@ -137,7 +153,7 @@ if [ -n "$extra_arms" ]; then
   echo "signoff: extra arms ${extra_arms//$'\n'/ } from ${generated#:}"
 fi
 
-dc=(docker compose --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
+dc=(docker compose ${profile[@]+"${profile[@]}"} --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
 arm_services=(model-fetch)
 for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do
   arm_services+=("vllm-$arm")

@@ -219,8 +219,9 @@ def test_the_orchestrator_starts_once_every_arm_is_healthy() -> None:
     depends = services["orchestrator"]["depends_on"]
     assert {k: v["condition"] for k, v in depends.items()} == {
         "prepare": "service_completed_successfully", "vllm-a": "service_healthy",
-        "vllm-b": "service_healthy", "vllm-a2": "service_healthy"}
+        "vllm-b": "service_healthy", "vllm-a2": "service_healthy", "ledger-db": "service_healthy"}
     assert depends["vllm-a2"]["required"] is False  # the noise floor is optional
+    assert depends["ledger-db"]["required"] is False  # the host's ledger (profile `ledger`) too
 
 
 def test_one_orchestrator_runs_the_config_and_writes_the_run_folder() -> None:
