@@ -50,7 +50,7 @@ def main(
 
 def _register() -> None:
     """Add every area's commands; each module of this package registers with ``register(app)``."""
-    for area in ("run", "router", "load", "report", "accept", "ledger", "compare"):
+    for area in ("run", "router", "load", "report", "accept", "ledger", "compare", "rotate"):
         __import__(f"abserve.cli.{area}", fromlist=["register"]).register(app)
 
 

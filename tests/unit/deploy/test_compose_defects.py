@@ -52,10 +52,11 @@ def test_rotation_combines_and_reports_as_the_host_user(tmp_path: Path) -> None:
     shutil.copy(ROOT / "scripts" / "gpu-rotation.sh", tree / "scripts")
     (tree / "scripts" / "signoff.sh").write_text("#!/bin/sh\nexit 2\n")
     (tree / "scripts" / "signoff.sh").chmod(0o755)
-    (tree / "configs" / "x.yaml").write_text("name: x\npolicy: configs/policy/gpu.yaml\n")
+    shutil.copy(ROOT / "configs" / "gpu-own-change.yaml", tree / "configs" / "x.yaml")
     (tree / ".env").write_text(f"ABSERVE_RUNS_DIR={tmp_path / 'runs'}\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    (bin_dir / "abserve").symlink_to(ROOT / ".venv" / "bin" / "abserve")  # `abserve rotate`
     fake(bin_dir, "docker", REPORT_EXITS_2)
     log = tmp_path / "calls.jsonl"
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(log)}
