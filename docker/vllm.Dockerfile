@@ -17,6 +17,9 @@
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
 FROM ${VLLM_IMAGE}
 ARG EXTRA_CA_CERTS=""
+# The install needs root, whatever user the base runs as; the arm itself runs as the host user
+# (docker-compose.yml: user ABSERVE_UID:ABSERVE_GID), never as this image's user.
+USER root
 
 COPY pyproject.toml README.md /opt/abserve/
 COPY service /opt/abserve/service
@@ -31,5 +34,8 @@ RUN set -e; \
 names = [ep.name for ep in md.entry_points(group='vllm.general_plugins')]; \
 assert 'abserve' in names, names; \
 import abserve.vllm_plugin; print('abserve plugin registered:', names)"
+# vLLM's cache (VLLM_CACHE_ROOT, each arm's named volume): a new volume takes this folder's owner
+# and mode, so the arm writes there as any user.
+RUN mkdir -p /vllm-cache && chmod 1777 /vllm-cache
 
-# The base image's entrypoint (`vllm serve`) and user are kept as they are.
+# The base image's entrypoint (`vllm serve`) is kept as it is.

@@ -41,8 +41,9 @@ build_host_runtime() {
   root="$(mktemp -d /var/tmp/abserve-hostfs.XXXXXX)"
   # (A RETURN trap outlives the function: it clears itself, and `root` may be gone by then.)
   trap 'rm -rf "${root:-}"; trap - RETURN' RETURN
-  mkdir -p "$root"/{usr,etc,root,app,runs,reports,home,opt,run,proc,sys,dev,tmp,var/tmp}
-  chmod 1777 "$root/tmp" "$root/var/tmp"
+  mkdir -p "$root"/{usr,etc,root,app,runs,reports,home,opt,run,proc,sys,dev,tmp,var/tmp,vllm-cache}
+  # /vllm-cache: each arm's vLLM cache volume takes this mode (docker/vllm.Dockerfile does the same)
+  chmod 1777 "$root/tmp" "$root/var/tmp" "$root/vllm-cache"
   chmod 755 "$root/root"
   for link in bin lib lib64; do
     [ -L "/$link" ] && ln -s "$(readlink "/$link")" "$root/$link"

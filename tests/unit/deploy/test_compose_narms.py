@@ -94,7 +94,7 @@ def test_three_arms_on_the_cpu_override_are_three_arm_services(tmp_path: Path) -
     mounts = {s: {m["target"]: m["source"] for m in arms[s]["volumes"]} for s in arms}
     assert mounts["vllm-hybrid"]["/telemetry"].endswith("/telemetry/hybrid")
     assert len({m["/telemetry"] for m in mounts.values()}) == 3, "each arm its own telemetry"
-    assert len({m["/root/.cache/vllm"] for m in mounts.values()}) == 3, "each arm its own vLLM cache"
+    assert len({m["/vllm-cache"] for m in mounts.values()}) == 3, "each arm its own vLLM cache"
     assert "vllm-cache-hybrid" in model["volumes"]
     assert {k for k in mounts["vllm-hybrid"]} == {k for k in mounts["vllm-b"]}
 
