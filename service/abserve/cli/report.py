@@ -6,7 +6,9 @@ four report files and exits with the verdict's code (0 pass, 1 fail, 2 inconclus
 marginal, 3 invalid); 4 means the report could not be made (unknown run, unreadable store or
 policy). Without ``--db`` the store holding RUN_ID is found under ``--runs`` (``runs/``);
 without ``--policy`` the policy the run was judged with is used (``abserve.report.locate``);
-the command says which store and policy it used. ``--summary-md FILE`` also appends the first
+the command says which store and policy it used. Under a policy other than the run's own (a
+re-judgment) the report is written but the run's ledger row, its sign-off, is kept
+(``abserve.ledger.signoff``), and the command says so. ``--summary-md FILE`` also appends the first
 screen as Markdown for a CI job (``abserve.report.summary_file``). ``abserve plan RUN_ID`` finds
 its store and policy the same way.
 """
@@ -50,7 +52,7 @@ def report(
         summary = target(summary_md, summary_link_base)
         url, chosen, where = locate(run_id, db, policy, runs)
         typer.echo(where)
-        paths = build_report(url, run_id, out, DEFAULT_POLICY, baseline, policy=chosen)
+        paths = build_report(url, run_id, out, DEFAULT_POLICY, baseline, policy=chosen, note=typer.echo)
     except (ReportError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(USAGE_ERROR) from exc

@@ -1,8 +1,10 @@
 """The ledger's writes and the accepted builds, in the run's store (``abserve_ledger``,
 ``abserve_accepted``): a thin shell over the store's engine.
 
-``record_signoff`` is what a report calls: it sums the sign-off up (``abserve.ledger.summary``)
-and writes the run's entry, replacing an earlier one (a report made again is the entry now);
+``record_signoff`` is what a sign-off's report calls (``abserve.ledger.signoff``: a re-judgment
+under another policy is no sign-off and writes nothing): it sums the sign-off up
+(``abserve.ledger.summary``) and writes the run's entry, replacing an earlier one (the sign-off's
+report made again is the entry now);
 it never fails the report, a write that fails is one warning line. ``accept`` marks a passed
 sign-off's candidate build as its config's accepted baseline, keeping the arm as configured so
 an arm ``from: accepted`` starts that build again (``abserve.ledger.baseline``);
