@@ -57,6 +57,22 @@ def read_mapping(path: Path, seen: tuple[Path, ...] = (), kind: Kind = "experime
     return merge(read_mapping(parent, (*seen, path.resolve()), kind, rebase), data)
 
 
+def extends_chain(path: Path, kind: Kind = "experiment") -> list[Path]:
+    """``path`` and each file its ``extends`` chain names, nearest first (what ``read_mapping``
+    reads; a file it cannot read, or a cycle, ends the list: ``read_mapping`` reports those)."""
+    chain = [path]
+    while True:
+        try:
+            data: object = yaml.safe_load(chain[-1].read_text(encoding="utf-8"))
+            base = data.get("extends") if isinstance(data, dict) else None
+            parent = None if base is None else resolve_config(str(base), kind, relative_to=chain[-1].parent)
+        except (OSError, yaml.YAMLError, ValueError):
+            return chain
+        if parent is None or parent.resolve() in {p.resolve() for p in chain}:
+            return chain
+        chain.append(parent)
+
+
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """``override`` applied to ``base`` as a merge patch: null removes a mapping, nulls a scalar."""
     out = dict(base)

@@ -22,8 +22,9 @@ accepted`` is the accepted release's image, resolved from the ledger before anyt
 (``abserve.deploy.compose_accepted``; ``main`` reads the store ``--db`` or
 ``ABSERVE_DATABASE_URL`` names, and exits 4 when nothing is accepted). Router arms are
 derived from ``arms:`` (the service URL ``http://vllm-<arm>:8000``); a ``router.arms`` given
-must say the same. Every file the run reads (the policy, traffic files) must lie in a folder
-the stack mounts: this checkout's ``configs/`` or ``traffic/`` (or be a packaged config).
+must say the same. Every file the run reads (the files of the ``extends`` chain, the policy,
+traffic files) must lie in a folder the stack mounts: this checkout's ``configs/`` or
+``traffic/``, or be a packaged config (inside abserve in every image).
 
 Any number of candidate arms: ``docker-compose.yml`` has services for the arms ``a``, ``b``
 and ``a2``, so that a plain ``docker compose up`` runs; every other arm gets a service
@@ -49,8 +50,8 @@ from pydantic import model_validator
 
 from abserve.arms.compose_target import ARM_PORT, arm_url
 from abserve.base import exit_codes, module_cli
-from abserve.base.packaged import packaged_root
-from abserve.base.yamlfile import YamlFileError
+from abserve.base.packaged import packaged_root, resolve_config
+from abserve.base.yamlfile import YamlFileError, extends_chain
 from abserve.config import ExperimentConfig, LoadItem, load_experiment_as
 from abserve.deploy.compose_accepted import DATABASE_ENV, resolve_accepted_image
 from abserve.ledger.baseline import NoAcceptedBuild
@@ -362,8 +363,15 @@ def render_env_file(env: dict[str, str]) -> str:
 
 def load_experiment(path: Path) -> ComposeExperiment:
     """Read and check an experiment config for compose, with the one reader of experiment
-    files (``abserve.config.load_experiment``: ``extends:``, packaged names, relative paths)."""
-    return load_experiment_as(path, ComposeExperiment)
+    files (``abserve.config.load_experiment``: ``extends:``, packaged names, relative paths);
+    every file its ``extends`` chain reads must be mounted too (a packaged one is)."""
+    experiment = load_experiment_as(path, ComposeExperiment)
+    for parent in extends_chain(resolve_config(path))[1:]:
+        if not mounted(parent):
+            raise ValueError(f"{path}: extends {parent}, which is outside the folders docker compose "
+                             f"mounts ({', '.join(f'{m}/' for m in MOUNTED)} of this checkout): move it "
+                             "there, or extend a packaged config by name")
+    return experiment
 
 
 def arm_images(experiment: ExperimentConfig, resolved_compose: str) -> dict[str, str]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from abserve.base.yamlfile import YamlFileError, merge, read_mapping
+from abserve.base.packaged import packaged
+from abserve.base.yamlfile import YamlFileError, extends_chain, merge, read_mapping
 from abserve.compare import PolicyError, load_policy
 from abserve.config import load_experiment
 
@@ -61,3 +62,15 @@ def test_shipped_aa_twin_differs_from_the_cpu_default_only_in_its_arms() -> None
     assert aa.arms.candidate == "a2"
     assert not aa.improvements
     assert policy.improvements
+
+
+def test_extends_chain_lists_every_file_read_and_stops_at_a_cycle_or_a_missing_file(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("extends: gpu-qwen2.5-vl-3b.yaml\n")  # packaged, by file name
+    (tmp_path / "top.yaml").write_text("extends: base.yaml\n")
+    chain = extends_chain(tmp_path / "top.yaml")
+    assert chain[:2] == [tmp_path / "top.yaml", tmp_path / "base.yaml"]
+    assert chain[2] == packaged("gpu-qwen2.5-vl-3b", "experiment")
+    (tmp_path / "loop.yaml").write_text("extends: loop.yaml\n")
+    assert extends_chain(tmp_path / "loop.yaml") == [tmp_path / "loop.yaml"]
+    (tmp_path / "gone.yaml").write_text("extends: missing.yaml\n")
+    assert extends_chain(tmp_path / "gone.yaml") == [tmp_path / "gone.yaml", tmp_path / "missing.yaml"]

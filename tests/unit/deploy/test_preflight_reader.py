@@ -150,3 +150,19 @@ def test_one_more_candidate_arm_is_one_line_under_arms(tree: Path, extends: str,
     out = capsys.readouterr().out
     assert "ABSERVE_ARMS=a b a2 c\n" in out
     assert "ABSERVE_LOOKUP_C=hybrid\n" in out
+
+
+@pytest.mark.process
+def test_a_config_extending_a_file_outside_the_mounted_folders_is_refused(tree: Path) -> None:
+    fake_host(tree.parent / "bin")
+    (tree / "elsewhere").mkdir()
+    shutil.copy(tree / TEMPLATE, tree / "elsewhere" / "base.yaml")
+    (tree / "configs/local").mkdir()
+    (tree / MY_CHANGE).write_text("extends: ../../elsewhere/base.yaml\nname: mine\n")
+    with pytest.raises(ValueError, match=r"extends .*elsewhere/base\.yaml, which is outside the folders"):
+        load_experiment(Path(MY_CHANGE))
+    code, _, err = check(tree.parent, MY_CHANGE, "--gpu")
+    assert code == 4
+    assert "which is outside the folders docker compose mounts" in err
+    (tree / MY_CHANGE).write_text("extends: ../gpu-own-change.yaml\nname: mine\n")  # configs/: mounted
+    assert load_experiment(Path(MY_CHANGE)).name == "mine"
