@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.records_factory import ab_run, provenance, run_info
+from tests.support.accepted_store import accepted_store
 from typer.testing import CliRunner
 
 from abserve.cli import app
-from abserve.store import Store
+from abserve.compare import load_policy
+from abserve.config import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples/ci/github-actions.yml"
 GITLAB = ROOT / "examples/ci/gitlab-ci.yml"
-POLICY = ROOT / "configs/policy/default.yaml"
 
 
 def github() -> dict[Any, Any]:
@@ -121,6 +121,11 @@ def test_the_nightly_config_takes_its_baseline_from_the_accepted_release() -> No
     nightly = yaml.safe_load((ROOT / "configs/nightly-cpu.yaml").read_text())
     assert nightly["extends"] == "cpu-default.yaml"
     assert nightly["arms"]["a"]["from"] == "accepted"
+    # judged by the release policy: no change-specific claim an unchanged build could not prove
+    policy = load_policy(load_experiment(ROOT / "configs/nightly-cpu.yaml").policy)
+    assert (policy.name, policy.improvements, policy.per_item) == ("release-cpu", (), ())
+    assert {r.name for r in policy.metrics if r.critical} >= {"tpot.hl", "ttft.hl"}
+    assert policy.equality.critical
 
 
 def every_call() -> list[tuple[str, list[str]]]:
@@ -139,32 +144,9 @@ def test_every_abserve_command_the_examples_call_takes_the_options_they_pass() -
             assert option in done.output, f"abserve {sub} has no {option}"
 
 
-def accepted_store(tmp_path: Path) -> str:
-    """A store whose passed run ``release-1`` of config cpu-default was accepted as ``v0``
-    (``abserve report``, then ``abserve accept``: the commands a release manager runs)."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    config = yaml.safe_load((ROOT / "configs/cpu-default.yaml").read_text())
-    run = run_info({"a": provenance("linear"), "b": provenance("bisect")}, run_id="release-1",
-                   status="running")
-    run.provenance = run.provenance.model_copy(  # arm_configs: what `abserve accept` starts again
-        update={"experiment": config["name"], "arm_configs": config["arms"]})
-    with Store.open(url) as store:
-        store.create_run(run)
-        store.write_exchanges([ex.model_copy(update={"run_id": "release-1"})
-                               for ex in ab_run(70, seed=1, arms=("a", "b"))])
-        store.finish_run("release-1", "completed")
-    runner = CliRunner()
-    done = runner.invoke(app, ["report", "release-1", "--db", url, "--out", str(tmp_path / "report"),
-                               "--policy", str(POLICY)])
-    assert done.exit_code == 0, done.output
-    done = runner.invoke(app, ["accept", "release-1", "--as", "v0", "--db", url])
-    assert done.exit_code == 0, done.output
-    return url
-
-
 @pytest.mark.process  # vLLM's own parser checks each arm's flags in a short child process
 def test_every_config_the_examples_name_passes_abserve_check(tmp_path: Path) -> None:
-    url = accepted_store(tmp_path)
+    url = accepted_store(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path / "report")
     for config in sorted(configs_named()):
         done = CliRunner().invoke(app, ["check", str(ROOT / config), "--db", url])
         assert done.exit_code == 0, f"{config}: {done.output}"
