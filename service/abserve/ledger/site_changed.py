@@ -5,7 +5,9 @@ The latest sign-off of the config (its newest entry) against the newest ``Accept
 candidate build each ran, field by field (vLLM version, image and digest, install spec, git
 SHA, lookup, proof, server arguments), the server flags added and removed, and every gate's
 effect side by side with the accepted run's own sign-off when the ledger still holds it. With no
-accepted release the page says how to accept one and shows the latest build alone.
+accepted release the page says how to accept one and shows the latest build alone. Server
+arguments are compared as flags with their values (``abserve.model.server_flags``), less those
+whose values are the run's (host, the random port, model path, API key): a port is no change.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from abserve.ledger.entry import AcceptedBuild, ArmBuild, GateEffect, LedgerEntry
 from abserve.ledger.site_data import SignOff
 from abserve.ledger.site_views import build_label, effect_text, equality_text, when
+from abserve.model.server_flags import server_flags
 
 FIELDS: tuple[tuple[str, str], ...] = (
     ("vLLM version", "vllm_version"), ("image", "image"), ("image digest", "image_digest"),
@@ -71,6 +74,8 @@ def _value(build: ArmBuild | None, attr: str) -> str:
     if build is None:
         return ""
     value = getattr(build, attr)
+    if attr == "server_args":
+        return " ".join(server_flags(value))
     if isinstance(value, list):
         return " ".join(value)
     return "" if value is None else str(value)
@@ -113,7 +118,8 @@ def changed_page(config: str, signoffs: Sequence[SignOff], accepted: Sequence[Ac
     theirs = entries.get(last.run_id) if last else None
     cand = latest.entry.arm("candidate") or (latest.entry.arms[-1] if latest.entry.arms else None)
     build = last.build if last else None
-    old, new = set(build.server_args if build else []), set(cand.server_args if cand else [])
+    old = set(server_flags(build.server_args)) if build else set()
+    new = set(server_flags(cand.server_args)) if cand else set()
     base = latest.entry.arm("baseline")
     against = (f"judged against accepted run {latest.entry.accepted_from}" if latest.entry.accepted_from
                else f"judged against its config's baseline arm ({build_label(base)})" if base else "")

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 from abserve.compare.family import FamilyJudgment
 from abserve.compare.model import Judgment
 from abserve.ledger.entry import ArmBuild, CIFacts, EqualityFacts, GateEffect, LedgerEntry, MachineFacts
-from abserve.model.arms import OWNED_FLAGS
 from abserve.model.records import ArmProvenance, RunInfo
+from abserve.model.server_flags import server_flags
 
 _SHA_IN_INSTALL = re.compile(r"@([0-9a-f]{7,40})\b|\b([0-9a-f]{40})\b")
 _SHA_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")  # setuptools-scm: 0.6.4.dev12+g1a2b3c4
@@ -149,14 +149,8 @@ def git_sha(install: list[str], vllm_version: str | None) -> str | None:
 
 
 def _flags(argv: list[str]) -> set[str]:
-    """A server command line as ``--flag value`` items, less the flags abserve owns (port...)."""
-    items: list[str] = []
-    for token in argv:
-        if token.startswith("--") or not items:
-            items.append(token)
-        else:
-            items[-1] = f"{items[-1]} {token}"
-    return {item for item in items if item.split("=", 1)[0].split(" ", 1)[0] not in OWNED_FLAGS}
+    """A server command line as ``--flag value`` items, less the per-run ones (host, port...)."""
+    return set(server_flags(argv))
 
 
 def _env_flags(prov: ArmProvenance | None) -> set[str]:
