@@ -130,6 +130,19 @@ fi
 docker compose ${profile[@]+"${profile[@]}"} --env-file "$ENV_FILE" run --rm --no-deps -T \
   --entrypoint python orchestrator -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
   || die "$CONFIG cannot run under docker compose (see the message above)"
+# An arm `from: accepted` is the image the accepted sign-off ran, pinned by this host's image id
+# (REF@sha256:ID). A build resolves a digest against a registry, never against a local image
+# id, so that id is tagged abserve/accepted:<its first 12 hex digits> and the arm is built from
+# the tag: the very image, whatever REF names today. A digest that is no local image id (a
+# registry digest of an image you pinned) is left to the build.
+while IFS='=' read -r key ref; do
+  id="${ref##*@}"
+  docker image inspect "$id" >/dev/null 2>&1 < /dev/null || continue
+  tag="abserve/accepted:${id:7:12}"
+  docker tag "$id" "$tag" < /dev/null || die "cannot tag image $id as $tag"
+  sed -i "s|^$key=.*|$key=$tag|" "$run_dir/compose.env"
+  echo "signoff: arm ${key#ABSERVE_VLLM_IMAGE_} is $ref: this host's image $id, as $tag"
+done < <(grep -E '^ABSERVE_VLLM_IMAGE_[A-Z0-9]+=[^@]+@sha256:[0-9a-f]{64}$' "$run_dir/compose.env" || true)
 
 # Arms beyond a, b and a2 (any number of candidates): their services come from generated
 # compose files, one per compose file of the stack (python -m abserve.deploy.compose_env

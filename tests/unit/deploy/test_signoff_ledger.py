@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.deploy.test_compose_scripts import GOOD_ENV, signoff
+from tests.unit.deploy.test_compose_scripts import DOCKER, GOOD_ENV, signoff
 
 LEDGER = "ABSERVE_DATABASE_URL=postgresql+psycopg://abserve:${ABSERVE_LEDGER_PASSWORD}@ledger-db:5432/abserve\n"
 
@@ -44,3 +44,37 @@ def test_without_the_ledger_profile_nothing_more_starts(tmp_path: Path, env: str
     assert not any("ledger-db" in c or "--profile" in c for c in made)
     derive = next(c for c in made if "abserve.deploy.compose_env" in c)
     assert derive[derive.index("--entrypoint") + 2] == "orchestrator"
+
+
+HEX = "5e" * 32
+# compose_env's line for an arm `from: accepted` (the recorded image, pinned by its image id);
+# `image inspect sha256:...` finds that id on this host unless FAKE_NO_LOCAL_ID is set.
+PINNED = DOCKER.replace(
+    '    print("ABSERVE_VLLM_TAG_B=t34")\n',
+    '    print("ABSERVE_VLLM_TAG_B=t34")\n'
+    f'    print("ABSERVE_VLLM_IMAGE_A=abserve/vllm-b:t33@sha256:{HEX}")\n',
+).replace(
+    'elif args[:2] == ["image", "inspect"]:',
+    'elif args[:2] == ["image", "inspect"] and args[-1].startswith("sha256:") \\\n'
+    '        and os.environ.get("FAKE_NO_LOCAL_ID"):\n'
+    '    sys.exit(1)\nelif args[:2] == ["image", "inspect"]:',
+)
+
+
+@pytest.mark.process
+def test_the_accepted_image_is_built_from_this_hosts_image_id(tmp_path: Path) -> None:
+    rc, out, made = signoff(tmp_path, GOOD_ENV, docker=PINNED)
+    assert rc == 0, out
+    assert ["docker", "tag", f"sha256:{HEX}", f"abserve/accepted:{HEX[:12]}"] in made
+    (env,) = (tmp_path / "repo/runs").glob("*/compose.env")
+    assert f"ABSERVE_VLLM_IMAGE_A=abserve/accepted:{HEX[:12]}\n" in env.read_text()  # what compose builds
+    assert f"this host's image sha256:{HEX}" in out
+
+
+@pytest.mark.process
+def test_a_registry_digest_is_left_to_the_build(tmp_path: Path) -> None:
+    rc, out, made = signoff(tmp_path, GOOD_ENV, docker=PINNED, FAKE_NO_LOCAL_ID="1")
+    assert rc == 0, out
+    assert not any(c[:2] == ["docker", "tag"] for c in made)
+    (env,) = (tmp_path / "repo/runs").glob("*/compose.env")
+    assert f"ABSERVE_VLLM_IMAGE_A=abserve/vllm-b:t33@sha256:{HEX}\n" in env.read_text()
