@@ -30,5 +30,7 @@ for arm in $arms; do
     *) mkdir -p "$run_dir/telemetry/$arm" ;;
   esac
 done
-chown "$owner" "$runs" "$run_dir" "$run_dir/telemetry"
+# Each arm runs as the same user (docker-compose.yml) and writes its own folder.
+chown "$owner" "$runs" "$run_dir"
+chown -R "$owner" "$run_dir/telemetry"
 echo "prepare: $run_dir ready for $owner (arms: $arms)"

@@ -98,3 +98,23 @@ def test_every_bind_mount_of_the_stack_is_labelled_for_selinux(cpu: bool) -> Non
             checked += 1
             assert mount.get("bind", {}).get("selinux") == "z", (name, mount["target"])
     assert checked == 12  # prepare, hf-cache-init, model-fetch: 1 each; orchestrator 3; each arm 2
+
+
+@pytest.mark.process
+def test_prepare_hands_each_arms_telemetry_folder_to_the_host_user(tmp_path: Path) -> None:
+    # prepare runs as root; the arms as the host user, so their folders must be that user's.
+    # A recording chown first on PATH (the test needs no root), the real one after it.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "chown.log"
+    (bin_dir / "chown").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
+    (bin_dir / "chown").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "ABSERVE_RUNS_ROOT": str(tmp_path / "runs"),
+           "ABSERVE_RUN_ID": "r1", "ABSERVE_UID": "4321", "ABSERVE_GID": "4322", "ABSERVE_ARMS": "a b c"}
+    done = subprocess.run(["sh", str(ROOT / "docker" / "prepare-run.sh")], env=env,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "r1"
+    assert log.read_text().splitlines() == [f"4321:4322 {tmp_path / 'runs'} {run}",
+                                            f"-R 4321:4322 {run / 'telemetry'}"]
+    assert sorted(p.name for p in (run / "telemetry").iterdir()) == ["a", "b", "c"]
