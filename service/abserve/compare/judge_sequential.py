@@ -27,9 +27,9 @@ from abserve.compare.judge_fixed import metric_line
 from abserve.compare.latency import RequestLatency
 from abserve.compare.model import EqualityLine, EqualityVerdict, MetricLine
 from abserve.compare.policy import MetricRule, Policy
-from abserve.compare.quantile_cs import drift_guard_tails, tail_line
 from abserve.compare.sequential import look_ends
 from abserve.compare.strata import stratum_lines
+from abserve.compare.tail_gate import drift_guard_tails, tail_line
 from abserve.compare.verdict import sequential_equality
 from abserve.compare.warmup import detected_warmup, fixed_warmup
 from abserve.model.records import Exchange

@@ -49,6 +49,23 @@ class Cause(BaseModel):
 PERCENTILES: tuple[float, ...] = tuple(i / 100 for i in range(101))
 
 
+class TailShare(BaseModel):
+    """What a paired tail guard proves (issue 58, ``compare.slowed_share``): the net share of
+    requests slowed beyond their own allowance (candidate slower by more than ``per_request`` of
+    the request's own latency, or ``absolute``), minus the mirrored share (the baseline slower by
+    as much), with its anytime-valid interval, against the guard's allowed share."""
+
+    allowed_share: float  # 1 - p: 0.01 for a p99 guard, 0.05 for p95
+    per_request: float  # relative allowance of each request (0.10: 10% of its own latency)
+    absolute: float = 0.0  # absolute allowance of each request (seconds), where larger
+    n: int
+    slowed: int
+    mirrored: int
+    estimate: float
+    low: float
+    high: float
+
+
 class MetricLine(BaseModel):
     """One latency gate: measured value, interval, threshold, outcome and the reason."""
 
@@ -80,6 +97,7 @@ class MetricLine(BaseModel):
     stratum: str | None = None
     share: float | None = None  # a stratum gate: its pairs / all pairs of the metric
     guard: bool = False  # critical only once it fails (compare/strata.py, compare/quantile_cs.py)
+    tail_share: TailShare | None = None  # a paired tail guard: the share of requests it proved slowed
     # The interval proved a regression beyond the allowance, whether or not a guard then held
     # the outcome back as ``unstable`` (a drift, foreign load, a tail proven over the run but
     # not spread over the run): a non-critical line with it is never silent (``verdict.overall``).

@@ -24,6 +24,7 @@ from markupsafe import Markup
 from abserve.base.units import ms, us
 from abserve.compare.model import Judgment, MetricLine, TrendLine
 from abserve.compare.strata import headline
+from abserve.compare.tail_gate import share_allowance, slowed_span
 from abserve.report import svg_log
 from abserve.report.svg_parts import COLORS
 
@@ -217,6 +218,10 @@ def tail_words(m: MetricLine) -> str:
     low, high = (ms(v, unit=False, missing="unbounded") for v in (m.low, m.high))
     span = f"[{low}, {high}] ms"
     est, allowed = ms(m.estimate), ms(m.threshold, signed=False)
+    if m.tail_share is not None:  # what the guard proved, per request
+        return (f"{m.metric.upper()} {m.statistic} (paired, anytime-valid): requests "
+                f"{slowed_span(m.tail_share)}, allowed {share_allowance(m.tail_share)}; "
+                f"{m.statistic} of the per-request difference {est} {span}")
     return f"{m.metric.upper()} {m.statistic} (paired, anytime-valid): {est} {span}, allowed {allowed}"
 
 

@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from abserve.base.units import ms, scaled
 from abserve.compare.model import DECIDED, Judgment, Look, MetricLine
+from abserve.compare.tail_gate import share_allowance, slowed_span
 from abserve.report import svg
 from abserve.report.effect import failing_strata, gating
 from abserve.report.imported import imported_statements
@@ -72,6 +73,8 @@ def span(m: MetricLine, est: float | None, low: float | None, high: float | None
 
 def threshold(m: MetricLine) -> str:
     """What the gate allows (or, for an improvement, what it claims)."""
+    if m.tail_share is not None:  # per request, never a level derived from the slowest requests
+        return share_allowance(m.tail_share)
     if m.threshold is None:
         return "n/a"
     if m.kind == "improvement":
@@ -89,14 +92,15 @@ def label(m: MetricLine) -> str:
 def cells(m: MetricLine) -> dict[str, str]:
     """The gate table's cells for one line, in the line's own unit."""
     per_arm = m.kind == "shift"
+    proven = "" if m.tail_share is None else f"; {slowed_span(m.tail_share)}"
     return {
         "label": label(m),
         "gating": gating(m),
         "baseline": value(m, m.baseline_value, sign=False) if per_arm else "—",
         "candidate": value(m, m.candidate_value, sign=False) if per_arm else "—",
-        "difference": value(m, m.estimate),
+        "difference": value(m, m.estimate) + proven,
         "interval": interval(m, m.low, m.high),
-        "span": span(m, m.estimate, m.low, m.high),
+        "span": span(m, m.estimate, m.low, m.high) + proven,
         "relative": "n/a" if m.relative is None else f"{m.relative:+.2%}",
         "threshold": threshold(m),
     }

@@ -27,6 +27,7 @@ from abserve.compare.judge import judge_digest
 from abserve.compare.model import DECIDED, MetricLine
 from abserve.compare.policy import ArmRoles, Policy
 from abserve.compare.reachability import Reachability
+from abserve.compare.slowed_share import pairs_to_decide
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.model.placement import Block, plan_blocks, split_requests
 from abserve.model.provenance import BlockRecord, LookRecord, SequentialRecord
@@ -221,9 +222,16 @@ def requests_to_decide(line: MetricLine, requests: int) -> int | None:
     """About how many requests would shrink ``line``'s interval off its threshold, at today's
     effect and noise: the half-width shrinks like 1/sqrt(n) (an anytime interval a little slower,
     so this is a lower bound). None when the gate is decided, unstable (more of the same data
-    does not settle a drift), has no interval, or sits on its threshold (no budget decides it)."""
+    does not settle a drift), has no interval, or sits on its threshold (no budget decides it).
+    A tail guard: the pairs its net share of slowed requests would need at today's shares
+    (``slowed_share.pairs_to_decide``), scaled to requests."""
     if line.outcome in DECIDED or line.outcome == "unstable" or requests <= 0:
         return None
+    share = line.tail_share
+    if share is not None:  # a tail guard: the pairs its net share of slowed requests needs
+        pairs = pairs_to_decide(share.n, share.slowed, share.mirrored, share.allowed_share,
+                                1.0 - line.confidence)
+        return None if pairs is None else math.ceil(requests * pairs / max(share.n, 1))
     if line.low is None or line.high is None or line.threshold is None:
         return None
     half, centre = (line.high - line.low) / 2, (line.high + line.low) / 2

@@ -150,7 +150,7 @@ def test_a_block_of_slow_requests_is_no_tail_fail() -> None:
 
 def test_a_drifted_shift_keeps_its_tail_from_failing() -> None:
     from abserve.compare.model import Drift, MetricLine
-    from abserve.compare.quantile_cs import drift_guard_tails
+    from abserve.compare.tail_gate import drift_guard_tails
 
     shift = MetricLine(name="ttft.hl", metric="ttft", statistic="mean", direction="increase", critical=True,
                        n=50, confidence=0.95, outcome="pass", reason="",

@@ -36,3 +36,15 @@ def test_a_tail_rows_difference_and_relative_change_agree_in_sign() -> None:
             assert m.relative == m.estimate / m.baseline_value
             row = cells(m)
             assert (row["difference"].startswith("-")) == (row["relative"].startswith("-")), (m.name, row)
+
+
+def test_a_tail_rows_allowance_is_per_request_and_it_shows_the_share_proven_slowed() -> None:
+    j = judged(run(96, decode_stall=0.3, every=5, seed=3), POLICY)
+    tail = next(m for m in j.metrics if m.name == "e2e.p99")
+    assert tail.threshold is None  # never a level derived from the slowest requests
+    row = cells(tail)
+    assert row["threshold"] == "at most 1% of requests slowed by more than 10% of their own latency"
+    assert tail.tail_share is not None
+    assert tail.tail_share.slowed >= 15
+    assert re.search(r"slowed \+\d+\.\d% \[\+\d+\.\d%, \+\d+\.\d%\] net \(\d+ slowed, \d+ mirrored of \d+\)",
+                     row["difference"]), row["difference"]
