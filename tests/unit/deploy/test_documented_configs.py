@@ -108,3 +108,18 @@ def test_every_config_a_target_runs_by_default_is_accepted() -> None:
             accepted(ROOT / config)
         except ValueError as exc:
             pytest.fail(f"{where} runs {config}, which abserve check refuses: {exc}")
+
+
+def shipped_experiments() -> list[Path]:
+    """Every experiment config shipped under configs/ (configs/selftest.yaml is the self-test's
+    own file: its experiments are the files under configs/selftest/)."""
+    found = [*(ROOT / "configs").glob("*.yaml"), *(ROOT / "configs/selftest").glob("*.yaml")]
+    return [p for p in sorted(found) if p.name != "selftest.yaml"]
+
+
+@pytest.mark.parametrize("path", shipped_experiments(), ids=lambda p: str(p.relative_to(ROOT / "configs")))
+def test_every_shipped_config_is_accepted(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configs the docs name (`abserve run configs/X.yaml`); an arm `from: accepted`
+    (the nightlies) is resolved by the tests that hold a ledger (test_ci_examples, e2e)."""
+    monkeypatch.chdir(ROOT)
+    accepted(path)
