@@ -8,13 +8,14 @@ undecided it is ``marginal`` and critical: a sequential run does not stop on it 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.support.stall_runs import judged, run
 
 from abserve.compare import load_policy
 from abserve.compare.gates import stop_now
-from abserve.runs.rounds import decided, gate_outcomes
+from abserve.runs.rounds import decided, decision_needs, gate_outcomes
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = load_policy(ROOT / "configs/policy/aa-default.yaml")
@@ -38,3 +39,9 @@ def test_an_open_tail_within_its_allowance_blocks_nothing() -> None:
     assert tails(j)["tpot.p99"] == ("inconclusive", False)
     assert decided(j)
     assert j.verdict == "pass", j.reasons
+
+
+def test_a_budget_end_names_the_guilty_tail_and_the_budget_that_would_decide_it() -> None:
+    j = judged(run(60, decode_stall=0.3, every=30), POLICY)
+    needs = decision_needs(j, 60, 3.0)
+    assert re.search(r"tpot\.p99 about \d+ requests \(~\d+ min of load\)", needs), needs
