@@ -34,7 +34,9 @@
 #    (A/A') must PASS and drop (the drop-straddle mutant, an extra arm) must FAIL, and the run
 #    must stop decided, before its budget. text-only: arms without a lookup (vLLM untouched,
 #    identified by what their servers ran) replaying a text-only traffic file from traffic/:
-#    PASS, decided before the budget.
+#    PASS, decided before the budget. ledger-profile: the host's one ledger (profile `ledger`):
+#    a sign-off stored in its PostgreSQL, the nightly `from: accepted` refused, then accepted
+#    from the host and the nightly against it PASS, and the ledger site (not in the default list).
 # 5. Teardown, whatever happened: what this check created and nothing else. Everything it
 #    makes carries its own marks: the compose project abserve-check-<id> (compose labels every
 #    container, network and volume with com.docker.compose.project) and the label
@@ -268,6 +270,71 @@ lap engine
 scripts/compose-images.sh host
 lap images
 
+# The host's one ledger (docker-compose.yml's profile `ledger`, docs/gpu.md "One ledger on the
+# host"), as the page runs it: a sign-off stored in the profile's PostgreSQL (ledger-db, its data
+# in the named volume), the nightly `from: accepted` refused while nothing is accepted, the
+# sign-off accepted from the host (`abserve accept` in the orchestrator's container), the nightly
+# against it (arm a: the image that sign-off recorded it ran, pinned by its id), the ledger site.
+ledger_profile() (
+  export ABSERVE_LEDGER_PASSWORD ABSERVE_DATABASE_URL ABSERVE_UID ABSERVE_GID
+  ABSERVE_LEDGER_PASSWORD="$("$PY" -c 'import secrets; print(secrets.token_hex(16))')"
+  ABSERVE_DATABASE_URL="postgresql+psycopg://abserve:$ABSERVE_LEDGER_PASSWORD@ledger-db:5432/abserve"
+  ABSERVE_UID="$(id -u)" ABSERVE_GID="$(id -g)"
+  local first nightly refused second code stack=(docker compose --profile ledger --env-file "$ENV_FILE")
+  first="check-ledger-first-$(date -u +%Y%m%d-%H%M%S)"
+  code=0
+  ABSERVE_RUN_ID_OVERRIDE="$first" ABSERVE_GPU_B=0 scripts/signoff.sh "$(text_only_config)" || code=$?
+  LOOKUP_A=identified LOOKUP_B=identified check_report "$first" 0 "$code" --decided --min-exchanges 20
+  no_sqlite_beside "$first"
+  nightly=configs/local/compose-check/cpu-compose-nightly.yaml
+  cat > "$nightly" <<'YAML'
+# compose-check's ledger-profile step: the text-only sign-off against its accepted release.
+extends: cpu-compose-text.yaml
+arms:
+  a: {from: accepted}
+  b: {image: "abserve/host-runtime:local"}   # an image, as arm a's: the CPU override runs the host's vLLM
+YAML
+  refused="check-ledger-refused-$(date -u +%Y%m%d-%H%M%S)"
+  code=0
+  ABSERVE_RUN_ID_OVERRIDE="$refused" scripts/signoff.sh "$nightly" || code=$?
+  [ "$code" = 4 ] || fail "$refused: the nightly with nothing accepted exited $code, expected 4 (refused)"
+  "${stack[@]}" up -d --wait ledger-db
+  "${stack[@]}" run --rm --no-deps -T --entrypoint abserve orchestrator accept "$first" --as v1 \
+    || fail "abserve accept $first in the orchestrator's container"
+  second="check-ledger-nightly-$(date -u +%Y%m%d-%H%M%S)"
+  code=0
+  ABSERVE_RUN_ID_OVERRIDE="$second" ABSERVE_GPU_B=0 scripts/signoff.sh "$nightly" || code=$?
+  # arm a: the image the first sign-off recorded it ran (REF@sha256:ID), tagged by that id
+  pinned="$(sed -n 's/^ABSERVE_VLLM_IMAGE_A=//p' "$WORK/runs/$second/compose.env")"
+  [[ "$pinned" =~ ^abserve/accepted:[0-9a-f]{12}$ ]] || fail "$second: arm a is $pinned, not the accepted image"
+  [ "$(docker image inspect -f '{{.Id}}' "$pinned" | cut -c8-19)" = "${pinned#*:}" ] \
+    || fail "$second: $pinned is not the image id it names"
+  LOOKUP_A=identified LOOKUP_B=identified check_report "$second" 0 "$code" --decided --min-exchanges 20
+  "$PY" - "$WORK/runs/$second/report.json" "$first" <<'PY' || fail "$second: the report does not name the accepted release"
+import json, sys
+text = json.dumps(json.load(open(sys.argv[1])))
+sys.exit(0 if sys.argv[2] in text and "v1" in text else 1)
+PY
+  "${stack[@]}" up -d --wait ledger-db
+  "${stack[@]}" run --rm --no-deps -T --entrypoint abserve orchestrator ledger --out "/runs/$second/ledger-site" \
+    || fail "abserve ledger in the orchestrator's container"
+  for run in "$first" "$second"; do
+    grep -q "$run" "$WORK/runs/$second/ledger-site/index.html" || fail "the ledger site does not list $run"
+  done
+  "${stack[@]}" stop ledger-db >/dev/null
+  # A PostgreSQL outside the stack (docker/compose.ledger-network.yml): the profile's server run
+  # by another compose project stands in for a team's; the orchestrator alone joins its network.
+  local team="$COMPOSE_PROJECT_NAME-team" outside=(docker compose --env-file "$ENV_FILE")
+  trap 'COMPOSE_PROJECT_NAME="$team" docker compose --profile ledger --env-file "$ENV_FILE" down --volumes >/dev/null 2>&1' EXIT
+  COMPOSE_PROJECT_NAME="$team" "${stack[@]}" up -d --wait ledger-db
+  COMPOSE_FILE="$COMPOSE_FILE:docker/compose.ledger-network.yml" ABSERVE_LEDGER_NETWORK="${team}_backend" \
+    "${outside[@]}" run --rm --no-deps -T --entrypoint abserve orchestrator ledger --out "/runs/$second/team-site" \
+    || fail "abserve ledger on a PostgreSQL outside the stack (docker/compose.ledger-network.yml)"
+  [ -s "$WORK/runs/$second/team-site/index.html" ] || fail "no ledger site from the PostgreSQL outside the stack"
+  log "ledger-profile: $first accepted as v1 in the profile's PostgreSQL; $second against it passed;" \
+    "a PostgreSQL outside the stack reached through docker/compose.ledger-network.yml"
+)
+
 # --- 3. the model in a Hugging Face cache, at the pinned revision ---------------------------
 model_id="$(sed -n 's/^  id: *//p' "$CONFIG" | head -n 1)"
 revision="$(sed -n 's/^  revision: *\([0-9a-f]*\).*/\1/p' "$CONFIG" | head -n 1)"
@@ -372,6 +439,9 @@ for step in "${STEPS[@]}"; do
       # fresh copy of the checkout, on a stand-in GPU host (tests/support/gpu_journey.py)
       "$PY" -m tests.support.gpu_journey "$WORK/journey" || fail "the GPU journey (its FAILED lines above)"
       lap journey ;;
+    ledger-profile)
+      ledger_profile
+      lap ledger-profile ;;
     text-only)
       run_id="check-text-only-$(date -u +%Y%m%d-%H%M%S)"
       code=0
@@ -385,7 +455,7 @@ for step in "${STEPS[@]}"; do
     arm-killed|orchestrator-stopped)
       fault_step "$step"
       lap "$step" ;;
-    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, decide, decide-postgres, text-only, journey, images, arm-killed, orchestrator-stopped)" ;;
+    *) fail "unknown step $step (signoff, rotation, postgres, arms3, arms3-postgres, concurrency, rotation-concurrency, decide, decide-postgres, text-only, ledger-profile, journey, images, arm-killed, orchestrator-stopped)" ;;
   esac
 done
 log "all steps passed: ${STEPS[*]}"

@@ -37,6 +37,7 @@ STEP_CONFIGS = {
     "concurrency": "concurrency", "rotation-concurrency": "concurrency",
     "decide": "decide", "decide-postgres": "decide",
     "text-only": "text-only",
+    "ledger-profile": "text-only",  # its nightly extends it with a: {from: accepted}
     "arm-killed": "faults", "orchestrator-stopped": "faults",
 }
 NO_CONFIG = {"images", "journey"}
