@@ -102,7 +102,7 @@ def ours_running() -> bool:
 
 
 @pytest.mark.compose
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3000)
 # Every step runs scripts/signoff.sh, whose orchestrator service is `abserve run --target compose`
 # (the one orchestrator). decide-postgres: the sequential sign-off of a family on one core (b
 # identical to a must PASS, drop, the drop-straddle mutant of an extra arm, must FAIL, and the
@@ -114,9 +114,14 @@ def ours_running() -> bool:
 # must stay within the light lane beside it (benchmarks/ci_time.md). The rotation's combine is
 # unit-tested (tests/unit/runs/test_combine.py), the router's pacing under concurrency by
 # tests/integration.
+# gpu-journey: every shell block of the GPU pages run as written on a stand-in GPU host
+# (tests/support/gpu_journey.py; issue 57): the own-change recipe to a PASS, the lookup sign-off,
+# the 4-block rotation, the placement-bias A/A', and the GPU release series (accept, nightly
+# against the accepted release, the ledger).
 @pytest.mark.parametrize("steps", [["decide-postgres", "text-only"],
-                                   ["arm-killed", "orchestrator-stopped"]],
-                         ids=["compose-check", "compose-faults"])
+                                   ["arm-killed", "orchestrator-stopped"],
+                                   ["journey"]],
+                         ids=["compose-check", "compose-faults", "gpu-journey"])
 def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:
     assert os.geteuid() == 0, "the compose check installs and starts a container engine: run as root"
     engine_before = engine_answers()
@@ -127,7 +132,7 @@ def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("w") as log:
         result = subprocess.run(["bash", str(ROOT / "scripts" / "compose-check.sh"), *steps], cwd=ROOT,
-                                stdout=log, stderr=subprocess.STDOUT, timeout=1750, check=False)
+                                stdout=log, stderr=subprocess.STDOUT, timeout=2900, check=False)
     tail = "\n".join(LOG.read_text(errors="replace").splitlines()[-60:])
     assert result.returncode == 0, f"compose-check failed (log {LOG}):\n{tail}"
     assert f"all steps passed: {' '.join(steps)}" in tail

@@ -32,15 +32,16 @@ from tests.support.doc_blocks import Block, blocks, in_section
 from tests.support.gpu_standin import Standin, copy_checkout, make_standin, use_overlay
 
 ROOT = Path(__file__).resolve().parents[2]
-# The journey's pages and sections, in the order a user walks them.
-# The journey's pages and sections, in the order a user walks them, and the overlay of this
-# machine each section's sign-offs run under (``gpu_standin.OVERLAYS``).
-JOURNEY: list[tuple[str, str, str]] = [
-    ("docs/gpu.md", "Your own change (start here)", "decide"),
-    ("docs/gpu.md", "Run it", "small"),
-    ("docs/gpu.md", "Counterbalancing the GPUs (`scripts/gpu-rotation.sh`)", "small"),
-    ("docs/gpu.md", "Measuring the host's placement bias", "decide"),
-    ("docs/release-workflow.md", "On a GPU host", "decide"),
+# The journey's pages and sections, in the order a user walks them, with the stand-in host's
+# GPU count and the overlay of this machine each section's sign-offs run under
+# (``gpu_standin.OVERLAYS``): the own change and the lookup sign-off on one GPU (the 3B
+# configs' three arms share it), rotation and placement bias on two.
+JOURNEY: list[tuple[str, str, int, str]] = [
+    ("docs/gpu.md", "Your own change (start here)", 1, "decide"),
+    ("docs/gpu.md", "Run it", 1, "small"),
+    ("docs/gpu.md", "Counterbalancing the GPUs (`scripts/gpu-rotation.sh`)", 2, "small"),
+    ("docs/gpu.md", "Measuring the host's placement bias", 2, "decide"),
+    ("docs/release-workflow.md", "On a GPU host", 1, "decide"),
 ]
 
 
@@ -125,18 +126,18 @@ def run_block(block: Block, checkout: Path, standin: Standin) -> Ran:
     return Ran(block, output, sorted(after - before), time.monotonic() - started, codes)
 
 
-def journey_blocks(only: str = "") -> list[tuple[Block, str]]:
+def journey_blocks(only: str = "") -> list[tuple[Block, int, str]]:
     """The journey's shell blocks, in order; ``only`` (comma-separated phrases of section
     headings, ``ABSERVE_JOURNEY_ONLY`` while developing) keeps those sections alone."""
-    found: list[tuple[Block, str]] = []
+    found: list[tuple[Block, int, str]] = []
     wanted = [p for p in only.split(",") if p]
-    for page, heading, overlay in JOURNEY:
+    for page, heading, gpus, overlay in JOURNEY:
         if wanted and not any(p in heading for p in wanted):
             continue
         section = [b for b in in_section(blocks(ROOT / page, page), heading) if b.is_shell]
         if not section:
             raise SystemExit(f"gpu journey: {page} has no shell block under {heading!r}: the page changed")
-        found += [(block, overlay) for block in section]
+        found += [(block, gpus, overlay) for block in section]
     return found
 
 
@@ -144,8 +145,9 @@ def main(work: Path) -> int:
     checkout = copy_checkout(ROOT, work / "abserve")
     standin = make_standin(work / "standin", checkout, ROOT)
     problems: list[str] = []
-    for block, overlay in journey_blocks(os.environ.get("ABSERVE_JOURNEY_ONLY", "")):
+    for block, gpus, overlay in journey_blocks(os.environ.get("ABSERVE_JOURNEY_ONLY", "")):
         use_overlay(standin.folder, overlay)
+        standin.env["STANDIN_GPUS"] = str(gpus)
         check = check_for(block)
         if check is None:
             problems.append(f"{block.where()}: a block the journey does not know how to check")
