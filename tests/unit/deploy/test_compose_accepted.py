@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.records_factory import ab_run, provenance, run_info
+from tests.unit.deploy.test_preflight_cli import check, fake_host
 from typer.testing import CliRunner
 
 from abserve.cli import app
@@ -161,3 +162,11 @@ def test_a_config_without_from_accepted_reads_no_store() -> None:
     assert resolve_accepted_image(experiment, None) is experiment
     with pytest.raises(NoAcceptedBuild):
         resolve_accepted_image(load_experiment(NIGHTLY), "")
+
+
+@pytest.mark.process
+def test_the_gpu_preflight_passes_the_nightly_before_any_store_is_read(tmp_path: Path) -> None:
+    fake_host(tmp_path / "bin")  # one H100, the NVIDIA runtime
+    code, out, err = check(tmp_path, str(NIGHTLY), "--gpu")
+    assert code == 0, out + err
+    assert "ok" in out
