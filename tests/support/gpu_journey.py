@@ -41,7 +41,8 @@ JOURNEY: list[tuple[str, str, int, str]] = [
     ("docs/gpu.md", "Run it", 1, "small"),
     ("docs/gpu.md", "Counterbalancing the GPUs (`scripts/gpu-rotation.sh`)", 2, "small"),
     ("docs/gpu.md", "Measuring the host's placement bias", 2, "decide"),
-    ("docs/release-workflow.md", "On a GPU host", 1, "decide"),
+    ("docs/gpu.md", "One ledger on the host: accept, nightly, ledger", 1, "decide"),
+    ("docs/release-workflow.md", "On a GPU host (docker compose)", 1, "decide"),
 ]
 
 
@@ -88,12 +89,35 @@ def expect_exit_zero(ran: Ran, checkout: Path) -> list[str]:
     return ["a command failed (see its [journey] status line)"] if failed else []
 
 
+
+
+def expect_release_series(ran: Ran, checkout: Path) -> list[str]:
+    """The ledger block: the release passed, was accepted, the nightly against it was judged
+    (the same build: pass) and the ledger site was written; no command failed."""
+    problems = expect_exit_zero(ran, checkout)
+    judged = {r: str(report(checkout, r).get("verdict", "")).lower() for r in ran.runs}
+    if sorted(judged.values()) != ["pass", "pass"]:
+        problems.append(f"expected the release and the nightly to pass, got {judged}")
+    if not (checkout / "runs" / "ledger-site" / "index.html").is_file():
+        problems.append("no ledger site in runs/ledger-site/")
+    return problems
+
+
+def expect_network(ran: Ran, checkout: Path) -> list[str]:
+    """The external-PostgreSQL network block: it ran; the network it made is removed again
+    (the compose check leaves the engine as it found it)."""
+    subprocess.run(["docker", "network", "rm", "abserve-ledger"], capture_output=True, check=False)
+    return expect_exit_zero(ran, checkout)
+
+
 JUDGED = {"pass", "fail", "inconclusive", "marginal"}
 EXPECT: list[tuple[str, Check]] = [
     ("scripts/signoff.sh configs/local/my-change.yaml", expect_verdict({0}, {"pass"})),
     ("scripts/gpu-rotation.sh", expect_verdict({0, 1, 2}, JUDGED)),
     ("scripts/signoff.sh configs/gpu-aa.yaml", expect_verdict({0, 2}, {"pass", "inconclusive"})),
     ("scripts/signoff.sh configs/gpu-qwen2.5-vl-3b.yaml", expect_verdict({0, 1, 2}, JUDGED)),
+    ("scripts/signoff.sh configs/nightly-gpu.yaml", expect_release_series),
+    ("docker network create abserve-ledger", expect_network),
 ]
 
 
@@ -126,6 +150,12 @@ def run_block(block: Block, checkout: Path, standin: Standin) -> Ran:
     return Ran(block, output, sorted(after - before), time.monotonic() - started, codes)
 
 
+def commands(block: Block) -> str:
+    """A block's commands without comments and blank lines: two pages showing one series."""
+    lines = (re.sub(r"\s+#\s.*$", "", line).strip() for line in block.text.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("#"))
+
+
 def journey_blocks(only: str = "") -> list[tuple[Block, int, str]]:
     """The journey's shell blocks, in order; ``only`` (comma-separated phrases of section
     headings, ``ABSERVE_JOURNEY_ONLY`` while developing) keeps those sections alone."""
@@ -145,7 +175,13 @@ def main(work: Path) -> int:
     checkout = copy_checkout(ROOT, work / "abserve")
     standin = make_standin(work / "standin", checkout, ROOT)
     problems: list[str] = []
+    ran_before: dict[str, Block] = {}
     for block, gpus, overlay in journey_blocks(os.environ.get("ABSERVE_JOURNEY_ONLY", "")):
+        same = ran_before.get(commands(block))
+        if same is not None:  # one series on two pages: run once, held to the same check
+            print(f"[journey] {block.where()}: the commands of {same.where()}, run above", flush=True)
+            continue
+        ran_before[commands(block)] = block
         use_overlay(standin.folder, overlay)
         standin.env["STANDIN_GPUS"] = str(gpus)
         check = check_for(block)
