@@ -131,9 +131,9 @@ docker compose ${profile[@]+"${profile[@]}"} --env-file "$ENV_FILE" run --rm --n
   --entrypoint python orchestrator -m abserve.deploy.compose_env "$CONFIG" > "$run_dir/compose.env" < /dev/null \
   || die "$CONFIG cannot run under docker compose (see the message above)"
 # An arm `from: accepted` is the image the accepted sign-off ran, pinned by this host's image id
-# (REF@sha256:ID). A build resolves a digest against a registry, never against a local image
-# id, so that id is tagged abserve/accepted:<its first 12 hex digits> and the arm is built from
-# the tag: the very image, whatever REF names today. A digest that is no local image id (a
+# (REF@sha256:ID). A build looks a digest up as a registry's manifest digest, which a local
+# image id is not (Docker's classic image store), so that id is tagged abserve/accepted:<its
+# first 12 hex digits> and the arm is built from the tag: the very image, whatever REF names today. A digest that is no local image id (a
 # registry digest of an image you pinned) is left to the build.
 while IFS='=' read -r key ref; do
   id="${ref##*@}"

@@ -11,7 +11,7 @@ args, lookup and mutant (``abserve.ledger.baseline.resolve_accepted``, the one r
 orchestrator runs again inside the stack). ``compose_env`` then emits that image as the arm's
 base image (``ABSERVE_VLLM_IMAGE_<ARM>``, ``REF@sha256:ID``); ``scripts/signoff.sh`` tags that
 local image id (``abserve/accepted:<12 hex>``) and builds the arm from the tag, since a build
-resolves a digest against a registry only.
+looks a digest up as a registry's manifest digest, which a local image id is not.
 
 Refused (``NoAcceptedBuild``, one line; ``compose_env`` exits 4): no shared store (each run's
 own SQLite starts empty), nothing accepted for the config (accept a passed sign-off first),
