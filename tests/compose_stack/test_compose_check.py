@@ -5,11 +5,11 @@ starts a container engine if none is there, imports the CPU stack's runtime imag
 ``scripts/signoff.sh`` with ``docker-compose.yml`` + ``docker-compose.cpu.yml`` on the tiny
 model (its orchestrator service: ``abserve run --target compose``) and asserts the verdict, the
 arms' proofs and the exit code: a decisive family sign-off stored in PostgreSQL (an A/A' arm
-passes and a mutant fails before the budget) and a text-only traffic file on arms without a
-lookup; then it tears everything down; the second case runs the fault steps (``make
+passes and a mutant fails before the budget) and the GPU engineer's journey (every shell
+block of the GPU pages, run as written on a stand-in GPU host); then it tears everything down; the second case runs the fault steps (``make
 compose-faults``: an arm killed, the orchestrator stopped) the same way. This test then checks that
 the machine was left as found: no container, no compose network, no dockerd it started, the
-firewall as before. Needs root (the engine) and about 10 minutes (benchmarks/compose.md);
+firewall as before. Needs root (the engine) and about 15-25 minutes (benchmarks/compose.md);
 marker ``compose``: ``PYTEST_ARGS='-m "not compose"' make test`` leaves it out while
 developing. ``make test`` runs the first case; the fault cases with ``COMPOSE_FAULTS=1``.
 """
@@ -107,22 +107,23 @@ def ours_running() -> bool:
 # (the one orchestrator). decide-postgres: the sequential sign-off of a family on one core (b
 # identical to a must PASS, drop, the drop-straddle mutant of an extra arm, must FAIL, and the
 # run must stop decided before its budget), stored in PostgreSQL (what the postgres and arms3
-# steps assert, in one bring-up). text-only: arms without a lookup (identified by what their
-# servers ran) replaying a text-only traffic file from traffic/, PASS before the budget.
-# The rotation and concurrency steps (rotation-concurrency: two more bring-ups, ~200 s) are
-# `make compose-check`'s, which runs every step separately, not `make test`'s: the compose lane
-# must stay within the light lane beside it (benchmarks/ci_time.md). The rotation's combine is
-# unit-tested (tests/unit/runs/test_combine.py), the router's pacing under concurrency by
-# tests/integration.
-# gpu-journey: every shell block of the GPU pages run as written on a stand-in GPU host
-# (tests/support/gpu_journey.py; issue 57): the own-change recipe to a PASS, the lookup sign-off,
-# the 4-block rotation, the placement-bias A/A', and the GPU release series (accept, nightly
-# against the accepted release, the ledger).
-@pytest.mark.parametrize("steps", [["decide-postgres", "text-only"],
-                                   ["arm-killed", "orchestrator-stopped"],
-                                   ["journey"]],
-                         ids=["compose-check", "compose-faults", "gpu-journey"])
-def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(steps: list[str]) -> None:
+# steps assert, in one bring-up). journey: the GPU engineer's journey (issue 57,
+# tests/support/gpu_journey.py), every shell block of the GPU pages run as written on a
+# stand-in GPU host: the own-change recipe to a PASS, the lookup sign-off, the placement-bias
+# A/A', the GPU release series (accept, a nightly against the accepted release, the ledger
+# site), and the 4-block rotation as its plan (ABSERVE_JOURNEY_QUICK: four more sign-offs would
+# double the lane; `make compose-check` runs it whole). text-only, the rotation and concurrency
+# steps are `make compose-check`'s, which runs every step separately, not `make test`'s: the
+# compose lane must stay within CI's time (benchmarks/ci_time.md). The rotation's combine is
+# unit-tested (tests/unit/runs/test_combine.py, tests/unit/deploy/test_rotation.py), the
+# router's pacing under concurrency by tests/integration; arms identified by their servers
+# (text-only's point) are the journey's own change.
+@pytest.mark.parametrize("steps", [["decide-postgres", "journey"],
+                                   ["arm-killed", "orchestrator-stopped"]],
+                         ids=["compose-check", "compose-faults"])
+def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(
+        steps: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ABSERVE_JOURNEY_QUICK", "1")  # the rotation's plan only (gpu_journey.QUICK)
     assert os.geteuid() == 0, "the compose check installs and starts a container engine: run as root"
     engine_before = engine_answers()
     if engine_before and not ours_running() and os.environ.get("ABSERVE_COMPOSE_USE_ENGINE") != "1":
