@@ -36,6 +36,7 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
 # ---- 5. hf-cache-init -------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_model_fetch_waits_for_the_cache_folder_made_by_a_root_one_shot_without_network() -> None:
     services = resolved(CONFIG_3B)["services"]
     init = services["hf-cache-init"]
