@@ -181,6 +181,7 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
     traffic = [_profile_file(item.profile) for item in config.load.profiles]
     profiles = {path.stem: file_sha256(path) for path in traffic if path is not None}
     ledger = {"accepted_baseline": config.accepted_baseline} if config.accepted_baseline else {}
+    overlay = {"config_overlay": facts} if (facts := _overlay_facts()) else {}
     return RunProvenance(
         abserve_version=abserve.__version__,
         git_commit=git_commit(),
@@ -188,7 +189,6 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
         torch_version=_version("torch"),
         experiment=config.name,
         config_sha256=file_sha256(resolve_config(config_path)),
-        config_overlay=_overlay_facts(),
         policy_sha256=file_sha256(config.policy) if config.policy.exists() else None,
         traffic_sha256=profiles,
         model=model_facts(config, model),
@@ -202,4 +202,5 @@ def run_provenance(config: ExperimentConfig, config_path: Path, model: Path | No
         recorded_at=time.time(),
         arm_configs={name: arm.recorded() for name, arm in config.arms.items()},
         **ledger,
+        **overlay,
     )
