@@ -166,6 +166,13 @@ if [ -n "$extra_arms" ]; then
   echo "signoff: extra arms ${extra_arms//$'\n'/ } from ${generated#:}"
 fi
 
+# A --profile flag replaces COMPOSE_PROFILES (compose.env's noise-floor for arm a2), so with
+# the ledger's profile the run's own profiles are named as flags too.
+if [ ${#profile[@]} -gt 0 ]; then
+  for name in $(sed -n 's/^COMPOSE_PROFILES=//p' "$run_dir/compose.env" | tail -n 1 | tr ',' ' '); do
+    profile+=(--profile "$name")
+  done
+fi
 dc=(docker compose ${profile[@]+"${profile[@]}"} --env-file "$ENV_FILE" --env-file "$run_dir/compose.env")
 arm_services=(model-fetch)
 for arm in $(sed -n 's/^ABSERVE_ARMS=//p' "$run_dir/compose.env" | tail -n 1); do

@@ -75,7 +75,8 @@ def test_server_args_render_as_argv() -> None:
         (lambda c: c["arms"].update({"c": {"lookup": "linear"}}) or c["router"].update(arms=ROUTED),
          "arm c has no router entry"),
         (lambda c: c["router"].update(arms={**ROUTED, "b": {"url": "http://10.0.0.1:8000"}}), "vllm-b:8000"),
-        (lambda c: c["router"].update(arms={"a": ROUTED["a"], "b": ROUTED["b"]}), "arm a2 has no router entry"),
+        (lambda c: c["router"].update(arms={"a": ROUTED["a"], "b": ROUTED["b"]}),
+         "arm a2 has no router entry"),
         (lambda c: c["router"].update(arms={**ROUTED, "d": {"url": "http://vllm-d:8000"}}), "names no arm"),
     ],
 )
@@ -130,6 +131,8 @@ elif "abserve.deploy.compose_env" in args:  # compose run --entrypoint python pr
     sys.stdin.read()  # as `docker compose run` does: it forwards its stdin to the container
     print("ABSERVE_CONFIG=" + os.environ.get("FAKE_CONFIG", "configs/gpu-x.yaml"))
     print("ABSERVE_ARMS=a b")
+    if os.environ.get("FAKE_PROFILES"):  # the run's compose profiles (noise-floor: arm a2)
+        print("COMPOSE_PROFILES=" + os.environ["FAKE_PROFILES"])
     print("ABSERVE_VLLM_IMAGE_B=vllm/vllm-openai:v0.34.0")  # arm b's own base image and tag
     print("ABSERVE_VLLM_TAG_B=t34")
 elif args[:2] == ["image", "inspect"]:  # the id of the image built for an arm

@@ -17,7 +17,8 @@ LEDGER = "ABSERVE_DATABASE_URL=postgresql+psycopg://abserve:${ABSERVE_LEDGER_PAS
 
 @pytest.mark.process
 def test_the_ledger_profile_starts_before_the_ledger_is_read_and_stays_for_the_run(tmp_path: Path) -> None:
-    rc, out, made = signoff(tmp_path, GOOD_ENV + "ABSERVE_LEDGER_PASSWORD=pw\n" + LEDGER)
+    rc, out, made = signoff(tmp_path, GOOD_ENV + "ABSERVE_LEDGER_PASSWORD=pw\n" + LEDGER,
+                            FAKE_PROFILES="noise-floor")
     assert rc == 0, out
     compose = [c for c in made if c[:2] == ["docker", "compose"]]
     start = next(i for i, c in enumerate(compose) if "ledger-db" in c)
@@ -31,6 +32,8 @@ def test_the_ledger_profile_starts_before_the_ledger_is_read_and_stays_for_the_r
     assert compose[derive][2:4] == ["--profile", "ledger"]
     up = next(c for c in compose if "--exit-code-from" in c)
     assert up[2:4] == ["--profile", "ledger"]  # its depends_on waits for ledger-db; `down` stops it
+    # a --profile flag replaces COMPOSE_PROFILES: the run's own (noise-floor: arm a2) come as flags
+    assert up[4:6] == ["--profile", "noise-floor"]
     down = next(c for c in compose if "down" in c)
     assert down[2:4] == ["--profile", "ledger"]
 
