@@ -6,8 +6,9 @@ starts a container engine if none is there, imports the CPU stack's runtime imag
 model (its orchestrator service: ``abserve run --target compose``) and asserts the verdict, the
 arms' proofs and the exit code: a decisive family sign-off stored in PostgreSQL (an A/A' arm
 passes and a mutant fails before the budget) and the GPU engineer's journey (every shell
-block of the GPU pages, run as written on a stand-in GPU host); then it tears everything down; the second case runs the fault steps (``make
-compose-faults``: an arm killed, the orchestrator stopped) the same way. This test then checks that
+block of the GPU pages, run as written on a stand-in GPU host); then it tears everything
+down; the second case runs the fault steps (``make compose-faults``: an arm killed, the
+orchestrator stopped) the same way. This test then checks that
 the machine was left as found: no container, no compose network, no dockerd it started, the
 firewall as before. Needs root (the engine) and about 15-25 minutes (benchmarks/compose.md);
 marker ``compose``: ``PYTEST_ARGS='-m "not compose"' make test`` leaves it out while
