@@ -2,9 +2,13 @@
 # `make compose-check`: the GPU host's docker compose stack, executed on a machine without a
 # GPU, end to end, then everything torn down.
 #   scripts/compose-check.sh [STEP ...]     steps: signoff rotation postgres arms3 concurrency
-#                                           decide text-only (default: all); what `make test`
-#                                           runs: decide-postgres (the decisive sign-off of a
-#                                           family, stored in PostgreSQL) and text-only; also
+#                                           decide text-only journey (default: all); what
+#                                           `make test` runs: journey (the GPU pages' shell
+#                                           blocks run as written on a stand-in GPU host,
+#                                           tests/support/gpu_journey.py; the rotation as its
+#                                           plan there, ABSERVE_JOURNEY_QUICK=1); also
+#                                           decide-postgres (the decisive family stored in
+#                                           PostgreSQL), ledger-profile and
 #                                           rotation-concurrency (the rotation of the
 #                                           concurrency step's identical arms)
 #     and the fault cases of scripts/compose-faults.sh: arm-killed orchestrator-stopped
@@ -56,7 +60,7 @@ WORK="$PWD/.abserve/compose"
 ENV_FILE="$WORK/cpu.env"
 TIMES="$WORK/times.txt"
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres arms3 concurrency decide text-only)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(signoff rotation postgres arms3 concurrency decide text-only journey)
 PY=.venv/bin/python
 # This check's marks (see 5.): its id, its compose project, the label of its images.
 export ABSERVE_CHECK_ID="${ABSERVE_CHECK_ID:-$(date -u +%Y%m%d-%H%M%S)-$$}"

@@ -4,9 +4,9 @@ Runs ``scripts/compose-check.sh`` (the very script of ``make compose-check``): i
 starts a container engine if none is there, imports the CPU stack's runtime image, runs
 ``scripts/signoff.sh`` with ``docker-compose.yml`` + ``docker-compose.cpu.yml`` on the tiny
 model (its orchestrator service: ``abserve run --target compose``) and asserts the verdict, the
-arms' proofs and the exit code: a decisive family sign-off stored in PostgreSQL (an A/A' arm
-passes and a mutant fails before the budget) and the GPU engineer's journey (every shell
-block of the GPU pages, run as written on a stand-in GPU host); then it tears everything
+arms' proofs and the exit code: the GPU engineer's journey (every shell block of the GPU
+pages, run as written on a stand-in GPU host, sign-offs stored in SQLite and in the ledger
+profile's PostgreSQL); then it tears everything
 down; the second case runs the fault steps (``make compose-faults``: an arm killed, the
 orchestrator stopped) the same way. This test then checks that
 the machine was left as found: no container, no compose network, no dockerd it started, the
@@ -105,21 +105,20 @@ def ours_running() -> bool:
 @pytest.mark.compose
 @pytest.mark.timeout(3000)
 # Every step runs scripts/signoff.sh, whose orchestrator service is `abserve run --target compose`
-# (the one orchestrator). decide-postgres: the sequential sign-off of a family on one core (b
-# identical to a must PASS, drop, the drop-straddle mutant of an extra arm, must FAIL, and the
-# run must stop decided before its budget), stored in PostgreSQL (what the postgres and arms3
-# steps assert, in one bring-up). journey: the GPU engineer's journey (issue 57,
+# (the one orchestrator). journey: the GPU engineer's journey (issue 57,
 # tests/support/gpu_journey.py), every shell block of the GPU pages run as written on a
-# stand-in GPU host: the own-change recipe to a PASS, the lookup sign-off, the placement-bias
-# A/A', the GPU release series (accept, a nightly against the accepted release, the ledger
-# site), and the 4-block rotation as its plan (ABSERVE_JOURNEY_QUICK: four more sign-offs would
-# double the lane; `make compose-check` runs it whole). text-only, the rotation and concurrency
-# steps are `make compose-check`'s, which runs every step separately, not `make test`'s: the
-# compose lane must stay within CI's time (benchmarks/ci_time.md). The rotation's combine is
-# unit-tested (tests/unit/runs/test_combine.py, tests/unit/deploy/test_rotation.py), the
-# router's pacing under concurrency by tests/integration; arms identified by their servers
-# (text-only's point) are the journey's own change.
-@pytest.mark.parametrize("steps", [["decide-postgres", "journey"],
+# stand-in GPU host: the own-change recipe to a PASS, the lookup sign-off (three arms), the
+# placement-bias A/A', the GPU release series (a release stored in the ledger profile's
+# PostgreSQL, accepted, a nightly against it decided, the ledger site), and the 4-block
+# rotation as its plan (ABSERVE_JOURNEY_QUICK: four more sign-offs would double the lane;
+# `make compose-check` runs it whole). The other steps (decide-postgres: a family with a mutant
+# arm stored in PostgreSQL; text-only; rotation; arms3; concurrency) are `make compose-check`'s,
+# which runs every step, not `make test`'s: the compose lane must stay within CI's time
+# (benchmarks/ci_time.md). The rotation's plan and combine are unit-tested
+# (tests/unit/deploy/test_rotation.py, tests/unit/runs/test_combine.py), every step's config by
+# tests/unit/deploy/test_documented_configs.py, the router's pacing under concurrency by
+# tests/integration.
+@pytest.mark.parametrize("steps", [["journey"],
                                    ["arm-killed", "orchestrator-stopped"]],
                          ids=["compose-check", "compose-faults"])
 def test_compose_check_runs_the_gpu_stack_on_cpu_and_leaves_the_machine_as_found(
