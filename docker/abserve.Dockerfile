@@ -22,8 +22,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 WORKDIR /app
-# The dependencies of abserve[service] first, in a layer of their own (read from
-# pyproject.toml), so that a change to abserve's code rebuilds only the small layer below.
+# The dependencies of abserve[service] (the base ones and the extra's) first, in a layer of
+# their own (read from pyproject.toml), so that a change to abserve's code rebuilds only the
+# small layer below.
 COPY pyproject.toml README.md /app/
 # hadolint ignore=SC2086
 RUN set -e; \
@@ -33,7 +34,8 @@ RUN set -e; \
     fi; \
     python3 -m venv /opt/venv; \
     python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
-print("\n".join(p["project"]["optional-dependencies"]["service"] + ["setuptools", "wheel"]))' > /tmp/service.txt; \
+print("\n".join(p["project"]["dependencies"] + p["project"]["optional-dependencies"]["service"] \
++ ["setuptools", "wheel"]))' > /tmp/service.txt; \
     pip install $PIP_OPTIONS -r /tmp/service.txt; \
     rm -f /tmp/build-ca.pem /tmp/service.txt; \
     useradd --create-home --uid 10001 abserve; \

@@ -39,7 +39,7 @@ RUN set -e; \
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ python3-dev >/dev/null \
  && rm -rf /var/lib/apt/lists/*
-# abserve's core: the plugin (stdlib only, so --no-deps moves none of vLLM's pins).
+# abserve with --no-deps: the plugin imports only the stdlib, so none of vLLM's pins move.
 COPY pyproject.toml README.md /opt/abserve/
 COPY service /opt/abserve/service
 RUN if [ -n "$EXTRA_CA_CERTS" ]; then \

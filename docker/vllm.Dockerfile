@@ -6,8 +6,8 @@
 #   --build-arg VLLM_IMAGE=vllm/vllm-openai:v0.33.0@sha256:<digest>
 # (`docker buildx imagetools inspect vllm/vllm-openai:v0.33.0` prints the digest).
 #
-# abserve's core install (no extras) is the plugin alone: stdlib only, no dependencies,
-# so `--no-deps` cannot move any of vLLM's pins. Which lookup the plugin selects is decided
+# abserve goes in with `--no-deps`: the plugin imports only the standard library, so the
+# install cannot move any of vLLM's pins. Which lookup the plugin selects is decided
 # per container at run time by ABSERVE_MM_LOOKUP (see docker-compose.yml).
 #
 # EXTRA_CA_CERTS (build argument, as for docker/abserve.Dockerfile; docker-compose.yml passes

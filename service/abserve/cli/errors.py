@@ -5,7 +5,8 @@ as INCONCLUSIVE and FAIL. ``ContractGroup`` runs every subcommand in non-standal
 maps what escapes: usage errors (an unknown option, a bad value) exit 4 with Click's message;
 an unexpected exception exits 5 with one line on stderr naming a log file that holds the
 traceback (``--debug`` or ``ABSERVE_DEBUG=1`` prints the traceback instead); Ctrl-C exits 130.
-The commands' own codes (verdicts 0-3, their refusals 4) pass through unchanged.
+The commands' own codes (verdicts 0-3, their refusals 4) pass through unchanged; a command
+whose extra is not installed exits 4 with one line naming it (``abserve.cli.extras``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from abserve.base import exit_codes
+from abserve.cli.extras import missing_extra, needs_extra
+from abserve.cli.help import ReadableParams
 
 DEBUG_ENV = "ABSERVE_DEBUG"
 
@@ -66,7 +69,13 @@ def exit_status(returned: Any) -> int:
     return returned if isinstance(returned, int) else exit_codes.PASS
 
 
-class ContractGroup(TyperGroup):
+def _command_of(group: TyperGroup, args: Sequence[str] | None) -> str | None:
+    """The subcommand ARGS name (the first word that is one of GROUP's commands)."""
+    words = sys.argv[1:] if args is None else args
+    return next((word for word in words if word in group.commands), None)
+
+
+class ContractGroup(ReadableParams, TyperGroup):
     """The root group: every way out of ``abserve`` ends in a code of the contract."""
 
     debug = False  # set by the root callback's --debug (or ABSERVE_DEBUG=1) for this invocation
@@ -92,7 +101,11 @@ class ContractGroup(TyperGroup):
         except (SystemExit, KeyboardInterrupt):
             raise
         except Exception as exc:
-            report_crash(exc, self.debug)
+            lacking = missing_extra(exc)
+            if lacking is None:
+                report_crash(exc, self.debug)
+            typer.echo(needs_extra(_command_of(self, args), lacking), err=True)
+            status = exit_codes.USAGE
         else:
             status = exit_status(returned)
         if not standalone_mode:

@@ -25,8 +25,11 @@ def ledger(
     runs: Annotated[Path, typer.Option(
         "--runs", help="Where to look for stores without --db.")] = Path("runs"),
 ) -> None:
-    """Write the release ledger, every sign-off newest first with per-config trends and what
-    changed since the last accepted release, as a static site that works from file://."""
+    """Write the release ledger, every sign-off newest first, as a static site.
+
+    Per config: its trends and what changed since the last accepted release. The site works
+    from file:// (no server).
+    """
     from abserve.ledger.site_data import LedgerReadError, read_site
     from abserve.ledger.site_writer import write_site
 

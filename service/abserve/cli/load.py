@@ -81,8 +81,7 @@ def load(
     max_context: Annotated[int | None, typer.Option(
         help="the model's context in tokens: longer trace lines are refused before sending")] = None,
 ) -> None:
-    """Send a bounded load of one traffic profile, or a traffic file, and write per-request
-    timings."""
+    """Send a bounded load of one traffic profile, or a traffic file, and write per-request timings."""
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
 
     spec = LoadSpec(
@@ -163,7 +162,7 @@ def corpus(
     tokenize_url: Annotated[str | None, typer.Option(help="/tokenize server")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,
 ) -> None:
-    """Build a corpus and write it as JSONL (replay it with ``abserve load --corpus``)."""
+    """Build a corpus and write it as JSONL (replay it with `abserve load --corpus`)."""
     from abserve.traffic.calibrate import HttpTokenizer
     from abserve.traffic.corpus import build_corpus, write_jsonl
     from abserve.traffic.profiles import ProfileError, load_profile, parse_overrides

@@ -44,8 +44,11 @@ def report(
     summary_md: Annotated[Path | None, typer.Option("--summary-md", help=SUMMARY_HELP)] = None,
     summary_link_base: Annotated[str | None, typer.Option("--summary-link-base", help=LINK_BASE_HELP)] = None,
 ) -> None:
-    """Judge RUN_ID and write report.html, report.md, report.json and junit.xml into OUT
-    (and, with --summary-md, the first screen as Markdown for a CI job)."""
+    """Judge a stored run and write its report.
+
+    Writes report.html, report.md, report.json and junit.xml for RUN_ID into OUT (and, with
+    --summary-md, the first screen as Markdown for a CI job); exits with the verdict's code.
+    """
     from abserve.report.summary_file import target, write_run
 
     try:
@@ -83,7 +86,7 @@ def plan_command(
     runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
         "runs"),
 ) -> None:
-    """How many requests a run needs to detect an effect, from a pilot run's variance."""
+    """Estimate how many requests a run needs to detect an effect, from a pilot run's variance."""
     if metric not in ("ttft", "tpot", "itl", "e2e"):
         typer.echo(f"error: unknown metric {metric!r}", err=True)
         raise typer.Exit(USAGE_ERROR)
@@ -135,8 +138,11 @@ def watch(
     runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
         "runs"),
 ) -> None:
-    """Show a run's progress from its store while it runs: per arm requests, errors and
-    mismatches, the critical gates' current intervals, the time left; exits 0 when it ends."""
+    """Show a run's progress from its store while it runs.
+
+    Per arm: requests, errors and mismatches; the critical gates' current intervals; the time
+    left. Exits 0 when the run ends.
+    """
     from abserve.runs.watch_report import run_watch
 
     raise typer.Exit(run_watch(run_id, db, policy, every, once, budget, wait, runs))

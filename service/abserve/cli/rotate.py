@@ -23,9 +23,13 @@ def rotate(
     gpu_y: Annotated[int, typer.Argument(
         metavar="GPU_Y", help="arm b's GPU in the first block (a's in the second)")] = 1,
 ) -> None:
-    """Run CONFIG as BLOCKS sign-offs (scripts/signoff.sh) with arms a and b swapping GPU_X and
-    GPU_Y in ABBA order, combine them and judge them within placements; exit with that report's
-    code. GPU_ROTATION_DRY_RUN=1 prints the plan only; ABSERVE_ENV_FILE names the env file."""
+    """Run a GPU sign-off in blocks with the arms swapping GPUs, and judge the blocks together.
+
+    Runs CONFIG as BLOCKS sign-offs (scripts/signoff.sh) with arms a and b swapping GPU_X and
+    GPU_Y in ABBA order, combines them and judges them within placements; exits with that
+    report's code. GPU_ROTATION_DRY_RUN=1 prints the plan only; ABSERVE_ENV_FILE names the env
+    file.
+    """
     from abserve.deploy.compose_env import load_experiment
     from abserve.deploy.rotation import PREFIX, Rotation, container_policy, plan
     from abserve.deploy.rotation import rotate as run_rotation

@@ -100,7 +100,11 @@ def prove(
         list[str], typer.Option("--expect", help="ARM=MODE, e.g. a=linear (repeat per arm).")
     ],
 ) -> None:
-    """Record each arm's lookup proof from its telemetry into the store (docker compose path)."""
+    """Record each arm's lookup proof from its telemetry into the store.
+
+    For runs whose arms ran elsewhere (the docker compose stack): abserve run does this itself
+    for the arms it starts.
+    """
     from abserve.runs.provenance import record_proofs
 
     expected = dict(item.split("=", 1) for item in expect)
@@ -168,10 +172,13 @@ def check(
         "--db", envvar="ABSERVE_DATABASE_URL", show_envvar=False,
         help="Store URL an arm `from: accepted` is read from (default: SQLite in --out).")] = None,
 ) -> None:
-    """Check an experiment without starting a server: the file, every arm (interpreters and the
-    environments an arm asks abserve to create, vLLM's own parser over each arm's flags,
-    references, external endpoints); prints what each arm runs. With --gpu: the GPU host's
-    preflight for a docker compose config (docs/gpu.md, "Preflight"); needs no local vLLM."""
+    """Check an experiment without starting a server, and print what each arm runs.
+
+    Checks the file and every arm: its interpreter and the environment an arm asks abserve to
+    create, vLLM's own parser over the arm's flags, references and external endpoints. With
+    --gpu: the GPU host's preflight for a docker compose config instead (docs/gpu.md,
+    "Preflight"), which needs no local vLLM.
+    """
     if gpu:
         _check_gpu(config, env_file, allow_unpinned)
         return
@@ -207,6 +214,8 @@ def check(
             typer.echo(f"traffic {said}")
     for line in reach.lines():
         typer.echo(line)
+    if experiment.capacity is not None:  # the capacity stage after the load (runs/capacity_stage.py)
+        typer.echo(experiment.capacity.expected_cost())
 
 
 def _check_gpu(config: Path, env_file: Path | None, allow_unpinned: bool) -> None:

@@ -88,8 +88,11 @@ def placement_bias(
     runs: Annotated[Path, typer.Option("--runs", help="Where to look for the store without --db.")] = Path(
         "runs"),
 ) -> None:
-    """Print the placement bias an A/A' run measured per latency metric, and the policy's
-    sequential.unknown_placement_bias to paste (docs/gpu.md, "Measuring the host's placement bias")."""
+    """Print the placement bias an A/A' run measured, per latency metric.
+
+    Also prints the policy's sequential.unknown_placement_bias to paste (docs/gpu.md,
+    "Measuring the host's placement bias").
+    """
     from abserve.compare.placement_bias import BiasRefused
     from abserve.report.judging import ReportError, locate
 
