@@ -325,13 +325,14 @@ def closed_port_url() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (a namespaced host's)")
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--token-delay-s", type=float, default=0.0)
     args = parser.parse_args()
     up = FakeUpstream(Knobs(n_tokens=args.tokens, token_delay_s=args.token_delay_s), args.port)
     config = uvicorn.Config(
         up.app(),
-        host="127.0.0.1",
+        host=args.host,
         port=args.port,
         log_level="warning",
         lifespan="off",

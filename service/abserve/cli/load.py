@@ -15,6 +15,7 @@ from abserve.base.limits import MAX_ERROR_RATE
 from abserve.traffic.sources import formats
 
 if TYPE_CHECKING:
+    from abserve.traffic.remote import LoadWorkers
     from abserve.traffic.sources import FileSource
 
 # abserve.traffic.corpus.API_KEY_ENV, named here so the CLI starts without importing the corpus
@@ -26,10 +27,14 @@ def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root CLI."""
     app.command("load")(load)
     app.command("corpus")(corpus)
+    app.command("load-worker")(load_worker)
 
 
 def load(
     host: Annotated[str, typer.Option(help="router or OpenAI-compatible server URL")],
+    also_host: Annotated[list[str] | None, typer.Option(
+        help="another router replica of the same run (repeatable): request k goes to replica "
+             "k mod n, the next one when it cannot be reached (docs/scale-out.md)")] = None,
     profile: Annotated[str | None, typer.Option(
         help="profile name (configs/traffic) or YAML path")] = None,
     requests: Annotated[int | None, typer.Option(help="send exactly N requests")] = None,
@@ -49,6 +54,14 @@ def load(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value")] = None,
     corpus_file: Annotated[Path | None, typer.Option("--corpus", help="replay JSONL")] = None,
     processes: Annotated[int, typer.Option(help="Locust worker processes")] = 1,
+    load_workers: Annotated[int, typer.Option(
+        help="Locust workers on other hosts, each started with `abserve load-worker --master "
+             "HOST:PORT` (docs/scale-out.md); 0: none")] = 0,
+    master_bind: Annotated[str, typer.Option(
+        help="with --load-workers: where this host's Locust master listens (HOST:PORT)")] = "0.0.0.0:5557",
+    worker_wait: Annotated[float, typer.Option(
+        help="with --load-workers: refuse the load when they have not all connected within S "
+             "seconds")] = 120.0,
     api_key: Annotated[str | None, typer.Option(
         envvar=API_KEY_ENV, show_envvar=True, show_default=False,
         help="the router's API key, sent as a Bearer token (the router reads the same variable)")] = None,
@@ -89,7 +102,8 @@ def load(
         run_id=run_id or f"load-{uuid.uuid4().hex[:12]}", out_dir=out, shape=shape,  # type: ignore[arg-type]
         rate=rate, max_error_rate=max_error_rate, model=model, tokenize_url=tokenize_url,
         overrides=set_ or [], corpus=corpus_file, sweep_rates=_rates(sweep_rates),
-        processes=processes, api_key=api_key)
+        processes=processes, api_key=api_key,
+        workers=_load_workers(load_workers, master_bind, worker_wait), also_hosts=also_host or ())
     if requests_file is not None:
         if profile is not None or corpus_file is not None or duration is not None:
             raise typer.BadParameter("--requests-file replaces --profile, --corpus and --duration")
@@ -121,6 +135,41 @@ def load(
         raise typer.Exit(exit_codes.LOAD_ERROR_RATE)
     if summary.stop_reason == "worker_lost":  # a --processes run whose worker died
         raise typer.Exit(exit_codes.LOAD_WORKER_LOST)
+
+
+def _load_workers(count: int, bind: str, wait_s: float) -> LoadWorkers | None:
+    """``--load-workers`` and its options as the load's ``LoadWorkers`` (None: no remote ones)."""
+    from pydantic import ValidationError
+
+    from abserve.traffic.remote import LoadWorkers
+
+    if count <= 0:
+        return None
+    try:
+        return LoadWorkers(count=count, bind=bind, connect_timeout_s=wait_s)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def load_worker(
+    master: Annotated[str, typer.Option(help="the Locust master's address, HOST:PORT "
+                                        "(`abserve load --load-workers` or `abserve run` with "
+                                        "load.workers)")],
+    runs: Annotated[int, typer.Option(help="stop after this many load runs (0: until stopped)")] = 0,
+) -> None:
+    """Send load for a master on another host, one Locust worker run after another.
+
+    Each worker joins the master's next load run: the master sends the traffic, its schedule
+    and every option, so this host needs only abserve (with its service extra) installed.
+    """
+    from abserve.traffic.remote import serve_worker, split_address
+
+    try:
+        split_address(master)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    served = serve_worker(master, runs)
+    typer.echo(f"load-worker: served {served} load run(s) for {master}")
 
 
 def _rates(text: str) -> list[float] | None:

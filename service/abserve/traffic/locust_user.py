@@ -21,6 +21,11 @@ before every shard is done records ``stopped``, never ``completed``. Each proces
 The process that started Locust (``abserve run``, ``abserve load``) passes its pid in
 ``ABSERVE_PARENT_PID``; if it is killed, the local runner or master ends the run as
 ``parent_gone`` (exit code 5) instead of sending load to nobody (``abserve.base.parent_watch``).
+
+Workers on other hosts (``abserve.traffic.remote``, ``--abserve-ship``) write their timings
+in a spool of their own and ship them to the master, which writes them where a worker beside
+it would have; a master told ``--abserve-worker-wait S`` refuses the run as a setup error
+when its workers have not all connected S seconds after it started.
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +44,11 @@ import gevent
 from locust import User, events, task
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
+from locust.runners import STATE_INIT, LocalRunner, MasterRunner, WorkerNodes, WorkerRunner
 
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import POLL_S, parent_from_env, parent_gone
+from abserve.traffic import remote
 from abserve.traffic.run_state import Job, RunOptions, RunState, build_state
 from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError
@@ -83,6 +92,12 @@ def _add_options(parser: Any) -> None:
     add("--abserve-shards", type=int, default=0, help="workers (default: connected workers)")
     add("--abserve-source", default="", help="a traffic file to send instead of the profile "
         "(abserve.traffic.sources.FileSource as JSON)")
+    add("--abserve-also-hosts", default="", help="more router replicas of the run, comma-separated "
+        "URLs: request k goes to host k mod n (--host first)")
+    add("--abserve-ship", type=int, default=0, help="1: workers on other hosts ship their "
+        "timings to the master (abserve.traffic.remote)")
+    add("--abserve-worker-wait", type=float, default=0.0, help="master: refuse the run when its "
+        "workers have not all connected within S seconds (0: wait forever)")
     add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
         "(sent as x-abserve-KEY headers, e.g. block=0;placement=a:0,b:1)")
 
@@ -92,6 +107,10 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         runner.register_message("abserve_done", _master_on_done)
         runner.register_message("abserve_abort", _master_on_abort)
+        runner.register_message("abserve_ship", _master_on_ship)
+        wait = _opts(environment).abserve_worker_wait
+        if wait > 0:
+            gevent.spawn(_await_workers, environment, runner, wait)
     parent = parent_from_env()  # None in a worker: its parent is the master, not abserve
     if parent is not None:
         gevent.spawn(_watch_parent, environment, parent)
@@ -126,6 +145,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         shard, node = runner.worker_index, f"worker{runner.worker_index}"
     try:
         options = RunOptions.from_namespace(opts, environment.host or "", shard, shards, node)
+        if _ships(environment):  # on another host: nothing is written to the master's paths
+            options = replace(options, out_dir=remote.spool_dir())
         state = gevent.get_hub().threadpool.apply(build_state, (options,))
     except Exception as exc:  # a setup error ends the run with a clear message
         log.error("abserve: load setup failed: %s", exc)
@@ -148,6 +169,10 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if state is not None:
         summary.update(state.counts())
         state.close()
+    if _ships(environment):  # its timings went to the master with abserve_ship
+        if state is not None:
+            shutil.rmtree(state.options.out_dir, ignore_errors=True)
+        return
     out = Path(opts.abserve_out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"node-{node}-{os.getpid()}.json").write_text(json.dumps(summary))
@@ -189,7 +214,8 @@ class ChatUser(User):
     def _send(self, state: RunState, job: Job) -> TimingRecord:
         """Send one job's request and report it to Locust's statistics."""
         opts = state.options
-        record = send_entry(self.pool, self.host or opts.host, job.entry, opts.sending,
+        hosts = opts.hosts if opts.also_hosts else self.host or opts.host
+        record = send_entry(self.pool, hosts, job.entry, opts.sending,
                             arrival=job.arrival, scheduled_at=job.scheduled_at)
         self.environment.events.request.fire(
             request_type="POST", name=opts.profile_name, response_time=(record.e2e_s or 0) * 1000,
@@ -211,6 +237,7 @@ def _opts(environment: Environment) -> Any:
 def _finish(environment: Environment, state: RunState) -> None:
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
+        _ship(environment, state)
         runner.send_message("abserve_done", {"shard": state.options.shard, **state.counts()})
     elif isinstance(runner, LocalRunner):
         _STATE["reason"] = _STATE["reason"] or "completed"
@@ -223,6 +250,8 @@ def _abort(environment: Environment, reason: str, code: int) -> None:
         _STATE["reason"] = reason
     environment.process_exit_code = code
     if isinstance(runner, WorkerRunner):
+        if _STATE["run"] is not None:
+            _ship(environment, _STATE["run"])
         runner.send_message("abserve_abort", {"reason": reason, "code": code})
     else:
         _end(environment)
@@ -247,6 +276,45 @@ def _master_on_abort(environment: Environment, msg: Any, **_: Any) -> None:
     _STATE["reason"] = _STATE["reason"] or str(msg.data["reason"])
     environment.process_exit_code = int(msg.data["code"])
     _end(environment)
+
+
+def _ships(environment: Environment) -> bool:
+    """A worker that ships its timings to the master (``abserve.traffic.remote``)."""
+    return isinstance(environment.runner, WorkerRunner) and bool(_opts(environment).abserve_ship)
+
+
+def _ship(environment: Environment, state: RunState) -> None:
+    """Worker: send this shard's timings and counts to the master (before done or abort, on
+    the same connection, so the master has them when it ends the run)."""
+    runner = environment.runner
+    if not _ships(environment) or not isinstance(runner, WorkerRunner) or not state.claim_ship():
+        return
+    summary = {"stop_reason": _STATE["reason"], "done_shards": [], **state.counts()}
+    runner.send_message("abserve_ship", remote.shipment(state.options.node, state.writer.path,
+                                                        summary))
+
+
+def _master_on_ship(environment: Environment, msg: Any, **_: Any) -> None:
+    remote.receive(Path(_opts(environment).abserve_out), msg.data)
+
+
+def _await_workers(environment: Environment, runner: MasterRunner, wait_s: float) -> None:
+    """Master: refuse the run (a setup error) when its workers have not all connected
+    ``wait_s`` after it started; a run that started is watched by ``_watch_workers``."""
+    gevent.sleep(wait_s)
+    expected = _opts(environment).expect_workers
+    if runner.state != STATE_INIT or len(runner.clients.ready) >= expected:
+        return
+    reason = (f"setup: {len(runner.clients.ready)} of {expected} load workers connected within "
+              f"{wait_s:.0f} s (start `abserve load-worker --master HOST:PORT` on each load host)")
+    log.error("abserve: %s", reason)
+    out = Path(_opts(environment).abserve_out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"node-master-{os.getpid()}.json").write_text(
+        json.dumps({"node": "master", "stop_reason": reason, "done_shards": []}))
+    environment.process_exit_code = EXIT_SETUP
+    runner.quit()  # the workers that came quit too
+    sys.exit(EXIT_SETUP)  # Locust's own wait loop would go on: gevent ends the process with it
 
 
 def lost_workers(clients: WorkerNodes, seen: set[str]) -> list[str]:

@@ -64,6 +64,12 @@ class RunOptions:
     tags: dict[str, str] = field(default_factory=dict)  # extra x-abserve-* tags of every request
     connect_retry_s: float = CONNECT_RETRY_S  # a request that reached nobody is tried again so long
     source: FileSource | None = None  # a traffic file (``abserve.traffic.sources``) replaces the profile
+    also_hosts: tuple[str, ...] = ()  # more router replicas of the run: request k to host k mod n
+
+    @property
+    def hosts(self) -> str | tuple[str, ...]:
+        """Where requests go: the host, or every replica (``sender.send_entry``)."""
+        return (self.host, *self.also_hosts) if self.also_hosts else self.host
 
     @cached_property
     def sending(self) -> SendOptions:
@@ -99,6 +105,7 @@ class RunOptions:
             tokenize_url=ns.abserve_tokenize_url, timeout_s=ns.abserve_timeout,
             shard=shard, shards=shards, node=node, tags=parse_tags(ns.abserve_tags),
             connect_retry_s=getattr(ns, "abserve_connect_retry", CONNECT_RETRY_S),
+            also_hosts=tuple(h for h in getattr(ns, "abserve_also_hosts", "").split(",") if h),
             source=FileSource.model_validate_json(ns.abserve_source)
             if getattr(ns, "abserve_source", "") else None)
 
@@ -133,6 +140,7 @@ class RunState:
         self.failures = 0
         self.exhausted = False
         self._finish_claimed = False
+        self._ship_claimed = False
         self.time_scale = 1.0  # of a session's think times
 
     def take(self) -> Job | None:
@@ -213,6 +221,12 @@ class RunState:
                 return False
             self._finish_claimed = True
             return True
+
+    def claim_ship(self) -> bool:
+        """True exactly once: a worker ships its timings to the master once (``remote``)."""
+        with self._lock:
+            shipped, self._ship_claimed = self._ship_claimed, True
+            return not shipped
 
     def counts(self) -> dict[str, Any]:
         return {"shard": self.options.shard, "shards": self.options.shards,

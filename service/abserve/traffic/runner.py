@@ -20,6 +20,7 @@ from pathlib import Path
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import PARENT_PID_ENV
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
+from abserve.traffic.remote import LoadWorkers
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.sources.spec import FileSource
 from abserve.traffic.timing import read_timings
@@ -101,6 +102,10 @@ class LoadSpec:
     # a traffic file (``abserve.traffic.sources``) instead of the profile's generated corpus;
     # ``requests`` is then how many of its accepted requests to send (``profile``: its label)
     source: FileSource | None = None
+    # Locust workers on other hosts (``abserve.traffic.remote``) instead of ``processes`` here
+    workers: LoadWorkers | None = None
+    # more router replicas of the same run: request k goes to host k mod n (``sender``)
+    also_hosts: Sequence[str] = ()
 
 
 def locust_args(spec: LoadSpec) -> list[str]:
@@ -125,7 +130,8 @@ def locust_args(spec: LoadSpec) -> list[str]:
                 "--abserve-sweep-rates": ",".join(map(str, spec.sweep_rates))
                 if spec.sweep_rates else None,
                 "--abserve-tags": format_tags(dict(spec.tags)) if spec.tags else None,
-                "--abserve-source": spec.source.model_dump_json() if spec.source else None}
+                "--abserve-source": spec.source.model_dump_json() if spec.source else None,
+                "--abserve-also-hosts": ",".join(spec.also_hosts) if spec.also_hosts else None}
     for flag, value in optional.items():
         if value is not None:
             args += [flag, str(value)]
@@ -144,9 +150,18 @@ def run_load(spec: LoadSpec) -> LoadSummary:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
            "-u", str(spec.users), "-r", str(spec.users), "--only-summary", "--stop-timeout", "5",
            *common]
-    if spec.processes > 1:
+    if spec.workers is not None:
+        if spec.processes > 1:
+            raise LoadError("give either processes (on this host) or workers (on other hosts)")
+        if spec.users < spec.workers.count:
+            raise LoadError(f"{spec.users} users cannot keep {spec.workers.count} load workers busy: "
+                            "give at least one user per worker")
+        cmd += spec.workers.master_args()
+    elif spec.processes > 1:
         cmd += ["--processes", str(spec.processes)]
     budget = spec.deadline_s or ((spec.duration or 0) + spec.timeout_s + 120)
+    if spec.workers is not None:
+        budget += spec.workers.connect_timeout_s
     cmd += ["--run-time", f"{int(budget)}s"]
     log_path = out_dir / "locust.log"
     # Locust stops by itself if this process is killed (abserve.base.parent_watch)

@@ -8,6 +8,10 @@ A request that never reached the router (connection refused, its name not resolv
 router restarting, its container recreated) is not an exchange: nothing was sent to any arm.
 It is sent again, with a growing pause, for up to ``CONNECT_RETRY_S``; its record then times
 the attempt that got through (its lateness shows the wait), or says ``connect`` if none did.
+
+With several hosts (router replicas of one run: docs/scale-out.md) request ``k`` goes to host
+``k mod n`` (the same spread whatever the number of load workers), and a request that reached
+nobody there is sent at once to the next host (a replica lost: the others take its share).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -56,14 +60,21 @@ def make_pool(users: int) -> urllib3.PoolManager:
     return urllib3.PoolManager(num_pools=4, maxsize=max(users, 1), block=False, retries=False)
 
 
-def send_entry(pool: urllib3.PoolManager, host: str, entry: CorpusEntry, opts: SendOptions, *,
-               arrival: Arrival | None = None, scheduled_at: float | None = None) -> TimingRecord:
+def send_entry(pool: urllib3.PoolManager, host: str | Sequence[str], entry: CorpusEntry,
+               opts: SendOptions, *, arrival: Arrival | None = None,
+               scheduled_at: float | None = None) -> TimingRecord:
     """POST one entry to ``host``'s endpoint (``entry.path``: chat/completions unless an
-    imported completions request) and return what the client measured."""
+    imported completions request) and return what the client measured; with several hosts,
+    to host ``entry.index mod n``, the next one when it cannot be reached."""
+    hosts = [host] if isinstance(host, str) else list(host)
     first = time.monotonic()
     attempt = 0
     while True:
-        record = _attempt(pool, host, entry, opts, arrival, scheduled_at)
+        for k in range(len(hosts)):
+            host = hosts[(entry.index + k) % len(hosts)]
+            record = _attempt(pool, host, entry, opts, arrival, scheduled_at)
+            if record.error != "connect":
+                return record
         pause = _PAUSES[min(attempt, len(_PAUSES) - 1)]
         if record.error != "connect" or time.monotonic() - first + pause > opts.connect_retry_s:
             return record

@@ -1,0 +1,64 @@
+"""Commands of a scale-out run on namespaced hosts (``tests.support.netns``): a fake arm, an
+``abserve load`` master, ``abserve load-worker`` loops and ``abserve router`` replicas, each
+started in its own host, as a user would on separate machines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from tests.support.netns import Host, wait_port
+
+ABSERVE = [sys.executable, "-m", "abserve"]
+MASTER_PORT = 5557
+ARM_PORT = 8000
+ROUTER_PORT = 8100
+
+
+def start_fake_arm(host: Host, logs: Path, tokens: int = 4, delay_s: float = 0.05,
+                   port: int = ARM_PORT) -> str:
+    """A fake OpenAI-compatible arm (``fake_upstream.py``) on ``host``; its URL."""
+    script = Path(__file__).with_name("fake_upstream.py")
+    proc = host.popen([sys.executable, str(script), "--host", host.ip, "--port", str(port),
+                       "--tokens", str(tokens), "--token-delay-s", str(delay_s)],
+                      log=logs / f"arm-{host.name}-{port}.log",
+                      env={"PYTHONPATH": str(Path(__file__).parents[2])} | _env())
+    wait_port(host, host.ip, port, proc=proc)
+    return f"http://{host.ip}:{port}"
+
+
+def start_load_worker(host: Host, master: Host, logs: Path, runs: int = 0) -> subprocess.Popen[bytes]:
+    """``abserve load-worker --master ORCH:5557`` on a load host."""
+    return host.popen([*ABSERVE, "load-worker", "--master", f"{master.ip}:{MASTER_PORT}",
+                       "--runs", str(runs)], log=logs / f"load-worker-{host.name}.log")
+
+
+def load_command(master: Host, targets: list[str], out: Path, requests: int, workers: int,
+                 users: int, wait_s: float = 60.0, run_id: str = "scale-out") -> list[str]:
+    """``abserve load`` from the orchestrator host through ``workers`` load hosts."""
+    extra = [arg for t in targets[1:] for arg in ("--also-host", t)]
+    return [*ABSERVE, "load", "--host", targets[0], *extra, "--profile", "interleaved",
+            "--requests", str(requests), "--users", str(users), "--seed", "5",
+            "--model", "fake-model", "--run-id", run_id, "--out", str(out),
+            "--max-error-rate", "0.5", "--load-workers", str(workers),
+            "--master-bind", f"{master.ip}:{MASTER_PORT}", "--worker-wait", str(wait_s)]
+
+
+def router_config(path: Path, arms: dict[str, str], database_url: str, run_id: str,
+                  host: Host) -> Path:
+    """A router settings file for a replica on ``host`` writing run ``run_id``."""
+    settings = {"arms": {name: {"url": url, "role": "candidate" if i else "baseline"}
+                         for i, (name, url) in enumerate(arms.items())},
+                "primary": next(iter(arms)), "run_id": run_id, "run_dir": str(path.parent / host.name),
+                "database_url": database_url, "host": host.ip, "port": ROUTER_PORT,
+                "dev_mode": True}
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
