@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from abserve.base.config_paths import rebase_experiment
 from abserve.base.packaged import packaged, resolve_config
 from abserve.base.yamlfile import read_mapping
+from abserve.compare.capacity_search import CapacityConfig
 from abserve.model.arms import ArgValue, ArmConfig, Lookup, ServerFlags
 from abserve.model.placement import Order, is_balanced, plan_blocks
 from abserve.model.roles import Role, baselines, resolve_roles
@@ -186,6 +187,7 @@ class ExperimentConfig(BaseModel):
     load: LoadConfig
     blocks: BlocksConfig = BlocksConfig()
     budget: BudgetConfig | None = None
+    capacity: CapacityConfig | None = None  # a capacity stage after the load (runs/capacity_stage.py)
     policy: Path = Path("configs/policy/default.yaml")  # load_experiment: the packaged default
     # Set by ``abserve.ledger.baseline.resolve_accepted`` on an arm ``from: accepted``:
     # {name, run_id, arm, config_name}, for the run's provenance (``accepted_baseline``).

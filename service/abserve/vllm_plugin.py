@@ -254,6 +254,8 @@ def patch_module(module: ModuleType) -> None:
     setattr(module, HELPER, make_lookup(_state.mode, original, _state.mutant))
     if _state.mutant == "embed-fault" and name == "vllm.v1.worker.gpu_model_runner":
         mutants.install_embed_fault(module.GPUModelRunner, _count_fault)
+    if _state.mutant == "batch-tax" and name == "vllm.v1.worker.gpu_model_runner":
+        mutants.install_batch_tax(module.GPUModelRunner, _count_fault)
     if name in GATHER_METHODS:
         _time_gather_method(module, *GATHER_METHODS[name])
     _state.patched.append(name)

@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from abserve.compare.acknowledgement import acknowledgement_statement
+from abserve.compare.capacity_gates import gate_rows, judge_capacity
 from abserve.compare.causes import name_drift_causes
 from abserve.compare.contamination import apply_contamination
 from abserve.compare.digest import Digester
@@ -274,6 +275,8 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
     placement = placement_lines(judged, lat, policy, floor)
     gates = [("equality", eq.critical, eq.outcome, eq.reason)]
     gates += [(m.name, m.critical, m.outcome, m.reason) for m in lines]
+    capacity = judge_capacity(run.provenance.capacity) if run.provenance.capacity else None
+    gates += gate_rows(capacity) if capacity is not None else []
     held = [(m.name, m.reason) for m in lines if m.regression and not m.critical and m.outcome == "unstable"]
     verdict, code, reasons = overall(invalid, gates, path.sequential, held)
     if verdict == "invalid" and run.provenance.load_stop is not None:
@@ -307,4 +310,5 @@ def judge_digest(run: RunInfo, digest: Digester, policy: Policy) -> Judgment:
         policy=policy.model_dump(mode="json"),
         turns=turn_rows(judged, lat, policy),
         prefix_cache=prefix_cache_finding(run.provenance.blocks, policy, arm_labels(summaries)),
+        capacity=capacity.model_dump(mode="json") if capacity is not None else None,
     )

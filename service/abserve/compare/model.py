@@ -18,7 +18,7 @@ from abserve.model.records import LookupTelemetry
 
 JUDGMENT_SCHEMA_VERSION = 1
 # Judgment keys left out of report.json while empty: sections that most runs do not have.
-WRITTEN_WHEN_PRESENT = frozenset({"turns", "prefix_cache"})
+WRITTEN_WHEN_PRESENT = frozenset({"turns", "prefix_cache", "capacity"})
 
 Outcome = Literal["pass", "marginal", "fail", "inconclusive", "unstable", "invalid"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "marginal": 2, "inconclusive": 2, "unstable": 2,
@@ -369,6 +369,8 @@ class Judgment(BaseModel):
     # Conversations (issue 51); written only when present, so other runs' report.json keep their bytes.
     turns: list[TurnRow] = Field(default_factory=list)  # latency by turn and shared prefix
     prefix_cache: PrefixCacheFinding | None = None  # the arms' prefix-cache hit rates
+    # The capacity stage's finding (``compare.capacity_gates``: ``CapacityFinding`` dumped)
+    capacity: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -158,7 +158,7 @@ class ArmConfig(ServerFlags):
     role: Role | None = None  # resolved by the experiment: arm "a" is the baseline, others candidates
     lookup: Lookup | None = None
     mutant: Literal["drop-straddle", "slow", "embed-fault", "dense-slow", "stall",
-                    "decode-stall", "salt-prefix"] | None = None
+                    "decode-stall", "salt-prefix", "batch-tax"] | None = None
     mutant_env: dict[str, str] = Field(default_factory=dict)  # ABSERVE_MUTANT_DELAY_US, ...
     python: Path | None = None
     venv: Path | None = None

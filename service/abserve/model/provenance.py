@@ -219,3 +219,5 @@ class RunProvenance(ProvenanceRecord):
     arm_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # The accepted release an arm ``from: accepted`` ran: {name, run_id, arm, config_name}.
     accepted_baseline: dict[str, Any] | None = None
+    # The capacity stage (``abserve.runs.capacity_stage``): rules, arms, every step's rows.
+    capacity: dict[str, Any] | None = None

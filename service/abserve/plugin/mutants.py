@@ -35,6 +35,10 @@ never mistake a mutant arm for a real one:
   prefix cache. Turns that resend a conversation's history prefill all of it again, so TTFT
   of later turns jumps while first turns (nothing to reuse) stay as they were; outputs are
   unchanged. Installed in the engine core's ``vllm.v1.request.Request``.
+- ``batch-tax`` (capacity, issue 59): every gather step costs ``ABSERVE_MUTANT_DELAY_US``
+  (default 2000) of busy work for each request running beside the first (``n - 1`` for ``n``
+  in the batch): free at one request in flight, so one-user latency gates see nothing, and
+  dearer the fuller the batch, as a cost that walks the running batch. V1 runner only.
 
 Stdlib only (runs inside vLLM processes, imported by ``abserve.vllm_plugin``).
 """
@@ -59,7 +63,8 @@ STALL_SHARE_ENV = "ABSERVE_MUTANT_STALL_SHARE"
 STALL_STEP_ENV = "ABSERVE_MUTANT_STALL_STEP"
 DELAY_KINDS = ("busy", "sleep")
 DEFAULT_DELAY_US = 2000
-MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall", "salt-prefix")
+MUTANTS = ("drop-straddle", "slow", "embed-fault", "dense-slow", "stall", "decode-stall", "salt-prefix",
+           "batch-tax")
 LATENCY_MUTANTS = ("slow", "dense-slow", "stall", "decode-stall", "salt-prefix")
 # Mutants whose fault needs vLLM's V1 model runner, and why. Model Runner V2 (the GPU default,
 # VLLM_USE_V2_MODEL_RUNNER=1) looks the window up only for requests that are prefilling, never on
@@ -75,6 +80,7 @@ V1_RUNNER_ONLY = {
     "dense-slow": "its delay per output token comes from the window lookup the V1 runner makes on "
                   "every decode step; Model Runner V2 looks up only while prefilling",
     "embed-fault": "patches the V1 runner's GPUModelRunner, which Model Runner V2 does not run",
+    "batch-tax": "patches the V1 runner's GPUModelRunner, which Model Runner V2 does not run",
 }
 # The module whose ``Request`` the ``salt-prefix`` mutant patches (the engine core's requests).
 SALT_MODULE = "vllm.v1.request"
@@ -255,6 +261,29 @@ def install_embed_fault(runner_cls: Any, on_fault: Callable[[], None]) -> None:
 
     runner_cls._gather_mm_embeddings = choosing_gather
     runner_cls._get_encoder_output_from_cache = zeroing_get
+
+
+def batch_tax_us(running: int, micros: int) -> int:
+    """The ``batch-tax`` cost of one gather step with ``running`` requests in the batch."""
+    return max(running - 1, 0) * micros
+
+
+def install_batch_tax(runner_cls: Any, on_tax: Callable[[], None]) -> None:
+    """Make every gather step busy-wait ``batch_tax_us`` of its batch (``batch-tax``, V1 runner)."""
+    gather = runner_cls._gather_mm_embeddings
+    micros = delay_us()
+
+    @wraps(gather)
+    def taxed_gather(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cost = batch_tax_us(len(self.input_batch.req_ids), micros)
+        if cost:
+            deadline = time.perf_counter_ns() + cost * 1000
+            while time.perf_counter_ns() < deadline:
+                pass
+            on_tax()
+        return gather(self, *args, **kwargs)
+
+    runner_cls._gather_mm_embeddings = taxed_gather
 
 
 def salted(request_id: str, salt: str | None) -> str:

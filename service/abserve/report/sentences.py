@@ -273,6 +273,10 @@ def first_screen(j: Judgment) -> list[Sentence]:
         out.append(per_image)
     out += hidden_sentences(j)
     out += prefix_cache_sentences(j)
+    if j.capacity and j.capacity.get("sentence"):  # the capacity stage (report/capacity.py)
+        gate = j.capacity["gates"][0]["outcome"]
+        out.append(Sentence(j.capacity["sentence"], "#capacity", "capacity", "Capacity",
+                            {"pass": "pass", "fail": "fail"}.get(gate, "open")))
     named = [r.split(" — ", 1)[0].replace(": ", " ", 1) for r in j.reasons if " — " in r]
     if named and (j.verdict not in ("pass", "fail") or not any(x.tone == "fail" for x in out)):
         # what made the verdict, when the sentences above do not already say it

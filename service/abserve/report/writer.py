@@ -26,6 +26,7 @@ from abserve.base.units import ms
 from abserve.compare.model import PERCENTILES, Judgment
 from abserve.model.records import Exchange
 from abserve.report import capped, effect, evidence, glossary, sentences, svg, views
+from abserve.report.capacity import capacity_view
 from abserve.report.junit import Case, junit_suite, verdict_case
 
 
@@ -205,6 +206,7 @@ def write_report(judgment: Judgment, out_dir: str | Path, baseline: Judgment | N
         "breakdown_rows": capped.breakdown_rows(judgment.breakdowns),
         "max_block_rows": capped.MAX_BLOCK_ROWS,
         "gate_views": views.gate_views(judgment),
+        "capacity": capacity_view(judgment.capacity),
     }
     paths = ReportPaths(
         html=out / "report.html",

@@ -35,6 +35,7 @@ from abserve.model.records import RunInfo
 from abserve.model.telemetry import FLUSH_INTERVAL_S, Proof, prove_lookup
 from abserve.report.summary_file import SummaryTarget
 from abserve.runs.blocks import experiment_blocks
+from abserve.runs.capacity_stage import CapacityRun, store_capacity
 from abserve.runs.context import RunContext
 from abserve.runs.family import family_of, write_family_signoff
 from abserve.runs.load_plan import run_load_plan
@@ -213,6 +214,8 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             console.print(f"[bold]abserve run[/] {config.name} -> {out} (run {run_id})")
             for line in reach.lines():  # expected cost, gates the traffic leaves out
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
+            if config.capacity is not None:
+                console.print(config.capacity.expected_cost(), markup=False, highlight=False)
             ctx.model, ctx.facts, ctx.servers = start_arms(config, paths, pool, target, console)
             prove_arms(config, ctx.servers, console)
             ctx.router = RouterProcess(
@@ -224,8 +227,11 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
             ctx.router.start()
             with watch_arms(ctx.servers):
                 blocks = run_load_plan(ctx, rounds, policy, began)
+                capacity = CapacityRun(ctx, config.capacity).run() if config.capacity else None
             ctx.router.stop()
             record_provenance(ctx, blocks, rounds)
+            if capacity is not None:
+                store_capacity(paths.database_url, run_id, capacity)
             finished = True
         except ArmDied as exc:  # the load stopped at once; what was answered is recorded
             died = exc.death
