@@ -15,6 +15,7 @@ cluster.
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import subprocess
 import sys
@@ -287,3 +288,29 @@ def test_abserve_check_accepts_the_jobs_experiment(rendered: dict[str, list[Obj]
         assert done.returncode == 0, done.stderr + done.stdout
         assert "arm a: managed, baseline" in done.stdout
         assert "arm b: managed, candidate" in done.stdout
+
+
+def test_the_documented_overlay_renders_valid_with_the_operators_images(tmp_path: Path) -> None:
+    """docs/kubernetes.md's "2. Your overlay", as written: its kustomization (from the page's
+    heredoc) renders against the base, every object is valid and every image is the registry's."""
+    from tests.support.doc_blocks import blocks, in_section
+
+    page = KUBE.parents[1] / "docs" / "kubernetes.md"
+    block = next(b for b in in_section(blocks(page), "2. Your overlay") if b.is_shell)
+    kustomization = block.text.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    mine = tmp_path / "mine"  # ../../base as seen from the page's folder, made relative to here
+    mine.mkdir()
+    base = os.path.relpath(KUBE / "base", mine)
+    (mine / "kustomization.yaml").write_text(kustomization.replace("../../base", base) + "\n")
+    objs = render(mine)
+    assert [p for p in map(validate, objs) if p] == []
+    images = {c["image"] for o in objs if o["kind"] in ("Deployment", "Job", "StatefulSet")
+              for c in containers(o)}
+    assert {i for i in images if not i.startswith("postgres:")} == {
+        "registry.example.com/abserve/service:1", "registry.example.com/abserve/vllm-a:v0.33.0",
+        "registry.example.com/abserve/vllm-b:v0.33.0"}
+    for arm in ("a", "b"):
+        assert pod_spec(find(objs, "Deployment", f"vllm-{arm}"))["nodeSelector"] == {
+            "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert {o["spec"]["storageClassName"] for o in objs if o["kind"] == "PersistentVolumeClaim"} == {
+        "my-rwx-class"}
