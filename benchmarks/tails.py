@@ -32,6 +32,8 @@ from abserve.compare.slowed_share import share_decision, slowed_signs
 
 ALPHA, ROUND, RELATIVE = 0.05, 6, 0.10
 GUARDS = {"ttft": 0.95, "tpot": 0.99, "e2e": 0.99}  # metric -> quantile (allowed share 1 - p)
+STOP_AT = [0]  # --stop-at: pairs at which the shift gates have decided (0: the run never stops early)
+HOWS = ["share", "quantile"]  # the designs compared (--share-only: the net share alone)
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,25 @@ def quantile_fail(b: np.ndarray, c: np.ndarray, p: float, looks: list[int]) -> i
     return next((n for n in looks if n >= 20 and spread_decision(excess[:n], p, ALPHA) == "fail"), None)
 
 
+def guilty_looks(run: dict[str, tuple[np.ndarray, np.ndarray]], looks: list[int]) -> list[bool]:
+    """Per look: whether any guard looks guilty (its net share beyond its allowed share)."""
+    shares = [np.cumsum(slowed_signs(*run[m], RELATIVE, 0.0)) for m in GUARDS]
+    return [any(s[n - 1] / n > 1 - p for s, p in zip(shares, GUARDS.values(), strict=True)) for n in looks]
+
+
 def first_fail(run: dict[str, tuple[np.ndarray, np.ndarray]], looks: list[int], how: str) -> int | None:
+    """The first look a guard fails; with ``STOP_AT`` set, None when the run stopped before it: at
+    the first look from ``STOP_AT`` pairs on (the shift gates decided) where no guard looks guilty."""
     judge = share_fail if how == "share" else quantile_fail
     firsts = [judge(*run[m], p, looks) for m, p in GUARDS.items()]
     got = [n for n in firsts if n is not None]
-    return min(got) if got else None
+    fail = min(got) if got else None
+    if STOP_AT[0] and how == "share":
+        stop = next((n for n, guilty in zip(looks, guilty_looks(run, looks), strict=True)
+                     if n >= STOP_AT[0] and not guilty), None)
+        if stop is not None and (fail is None or stop < fail):
+            return None
+    return fail
 
 
 def cell(rng: np.random.Generator, runs: int, pairs: int, shape: Shape, **stall: object) -> str:
@@ -102,7 +118,7 @@ def cell(rng: np.random.Generator, runs: int, pairs: int, shape: Shape, **stall:
     looks = list(range(ROUND, pairs + 1, ROUND))
     seeds = [int(s) for s in rng.integers(1 << 31, size=runs)]
     out = []
-    for how in ("share", "quantile"):
+    for how in HOWS:
         firsts = [first_fail(paired_run(np.random.default_rng(seed), pairs, shape, **stall),  # type: ignore[arg-type]
                              looks, how) for seed in seeds]
         got = [n for n in firsts if n is not None]
@@ -118,7 +134,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="0.05,0.1,0.3", help="stall sizes (s), comma-separated")
     parser.add_argument("--shares", default="0.02,0.05,0.10", help="stalled shares, comma-separated")
     parser.add_argument("--no-aa", action="store_true", help="leave out the A/A rows")
+    parser.add_argument("--guards", default="ttft=0.95,tpot=0.99,e2e=0.99",
+                        help="metric=quantile of each guard (allowed share 1 - quantile)")
+    parser.add_argument("--share-only", action="store_true", help="only the net share design")
+    parser.add_argument("--stop-at", type=int, default=0,
+                        help="pairs at which the shift gates decide: from there a run stops at the first "
+                             "look where no guard looks guilty (issue 58's rule); 0: never early")
     args = parser.parse_args()
+    STOP_AT[0] = args.stop_at
+    GUARDS.clear()
+    GUARDS.update({m: float(q) for m, q in (g.split("=") for g in args.guards.split(","))})
+    if args.share_only:
+        HOWS[:] = ["share"]
     sizes = [float(x) for x in args.sizes.split(",")]
     shares = [float(x) for x in args.shares.split(",")]
     rng = np.random.default_rng(58)

@@ -173,6 +173,10 @@ class BudgetConfig(BaseModel):
     seconds: float | None = Field(default=None, gt=0)
     requests: int | None = Field(default=None, ge=1)
     min_rounds: int = Field(default=1, ge=1)
+    # A tail guard that looks guilty (open, its estimate beyond its allowance) holds the run past
+    # ``seconds`` / ``requests`` until it decides or this many requests were sent (issue 58): a
+    # stall on a few percent of requests needs two to three hundred pairs to be proven.
+    tail_requests: int | None = Field(default=None, ge=1)
 
 
 class ExperimentConfig(BaseModel):

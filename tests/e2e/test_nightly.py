@@ -8,7 +8,7 @@ ended INCONCLUSIVE at its budget. It is now judged by ``configs/policy/release-c
 nightly as shipped (its arms and servers; arm a ``from: accepted``, resolved from a store where
 a sign-off of cpu-default was accepted, ``tests.support.accepted_store``) and shrink its load and
 budget, so both fit in a few minutes on 2 cores: one user, 64-127 images and a few hundred words
-per request (a time to first token of about half a second, so the ttft.p95 guard's 10% per
+per request (a time to first token of about half a second, so the ttft.p99 guard's 10% per
 request stands above the scheduler's jitter), 16 tokens out. The regressed build is today's
 build with the TEST-ONLY ``slow`` mutant (``abserve.plugin.mutants``: 2 ms of busy work on every
 lookup call).

@@ -11,7 +11,9 @@ it is proven above ``1 - p`` (1% for p99, 5% for p95) and spread over both halve
 
 A critical tail the policy does not require (``tails_required: false``) is a guard: it fails the
 run once proven, and while it looks guilty (open, its estimate beyond its allowance) it is
-marginal and critical, so the run goes on until it decides and a budget end is not a pass.
+marginal and critical, so the run goes on until it decides and a budget end is not a pass; and
+until it has judged ``sequential.tail_watch`` pairs an open guard is critical too (it has not
+yet watched long enough to see a stall on a few percent of requests).
 Without controlled placement a fail must hold with each allowance widened by the policy's
 ``unknown_placement_bias``. Pure.
 """
@@ -215,12 +217,17 @@ def _guarded(line: MetricLine, rule: MetricRule, policy: Policy, guilty: bool) -
     is within its allowance blocks nothing."""
     if rule.critical and not policy.sequential.tails_required:
         line.guard = True
+        watch = policy.sequential.tail_watch
+        watching = line.outcome == "inconclusive" and not guilty and line.n < watch
         if guilty and line.outcome == "inconclusive":
             line.outcome = "marginal"
             line.reason += ("; a guard whose estimate is beyond its allowance: the run goes on until it "
                             "decides, and is not a pass while it does not")
-        line.critical = line.outcome in ("fail", "marginal")
-        if line.outcome not in ("fail", "marginal"):
+        elif watching:
+            line.reason += (f"; a guard still watching: it keeps the run from passing until it has judged "
+                            f"{watch} pairs (sequential.tail_watch)")
+        line.critical = line.outcome in ("fail", "marginal") or watching
+        if not line.critical:
             line.reason += "; a guard: fails the run once proven, never keeps it from passing"
     return line
 

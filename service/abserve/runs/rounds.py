@@ -179,6 +179,7 @@ class RoundLog:
     requests: int = 0
     stop_reason: str = ""
     decided: bool = False
+    tail_held: int = 0  # requests sent when guilty-looking tail guards first held the run
     looks: list[LookRecord] = field(default_factory=list)
 
     def as_provenance(self) -> SequentialRecord:
@@ -201,21 +202,60 @@ def should_stop(log: RoundLog, judgment: Judgment | FamilyJudgment, started: flo
     budget = log.budget
     if log.rounds >= budget.min_rounds and decided(judgment):
         log.decided = True
-        log.stop_reason = f"decided after {log.rounds} rounds: {decision(judgment)}"
+        log.stop_reason = f"decided after {log.rounds} rounds: {decision(judgment)}" + tail_hold(log)
         return True
-    undecided = [n for n, c, o in gates if c and o not in DECIDED]
-    elapsed = time.monotonic() - started
+    spent = budget_spent(log, judgment, time.monotonic() - started, round_seconds, next_requests)
+    if spent and held_by_tail(log, judgment, next_requests):
+        return False
+    if spent:
+        log.stop_reason = spent + tail_hold(log)
+    return bool(spent)
+
+
+def tail_hold(log: RoundLog) -> str:
+    """The stop reason's note on a run that guilty-looking tail guards held past its budget."""
+    if not log.tail_held:
+        return ""
+    return (f"; tail guards that looked guilty held the run past its budget from {log.tail_held} requests "
+            f"on (budget.tail_requests: {log.budget.tail_requests})")
+
+
+def budget_spent(log: RoundLog, judgment: Judgment | FamilyJudgment, elapsed: float, round_seconds: float,
+                 next_requests: int) -> str:
+    """Why the time or request budget cannot fit another round, or "" while it can."""
+    budget = log.budget
+    undecided = [n for n, c, o in gate_outcomes(judgment) if c and o not in DECIDED]
+
+    def needs() -> str:
+        return decision_needs(judgment, log.requests, load_pace(log))
+
     if budget.seconds is not None and elapsed + round_seconds > budget.seconds:
-        log.stop_reason = (f"time budget of {budget.seconds:.0f} s reached after {log.rounds} rounds "
-                           f"({elapsed:.0f} s); undecided: {', '.join(undecided)}"
-                           + decision_needs(judgment, log.requests, load_pace(log)))
-        return True
+        return (f"time budget of {budget.seconds:.0f} s reached after {log.rounds} rounds "
+                f"({elapsed:.0f} s); undecided: {', '.join(undecided)}" + needs())
     if budget.requests is not None and log.requests + next_requests > budget.requests:
-        log.stop_reason = (f"request budget of {budget.requests} reached after {log.rounds} rounds; "
-                           f"undecided: {', '.join(undecided)}"
-                           + decision_needs(judgment, log.requests, load_pace(log)))
-        return True
-    return False
+        return (f"request budget of {budget.requests} reached after {log.rounds} rounds; "
+                f"undecided: {', '.join(undecided)}" + needs())
+    return ""
+
+
+def guilty_guards(judgment: Judgment | FamilyJudgment) -> list[str]:
+    """The tail guards that look guilty: open, their estimate beyond their allowance
+    (``compare.tail_gate``: a guard marginal), per candidate for several."""
+    if isinstance(judgment, FamilyJudgment):
+        return [f"{arm}:{name}" for arm, one in judgment.judgments.items() for name in guilty_guards(one)]
+    return [m.name for m in judgment.metrics if m.guard and m.outcome == "marginal"]
+
+
+def held_by_tail(log: RoundLog, judgment: Judgment | FamilyJudgment, next_requests: int) -> bool:
+    """Whether a guilty-looking tail guard holds the run past its time and request budget:
+    ``budget.tail_requests`` set, a guard looking guilty, and another round within it."""
+    limit = log.budget.tail_requests
+    guilty = guilty_guards(judgment)
+    if limit is None or not guilty or log.requests + next_requests > limit:
+        return False
+    if not log.tail_held:
+        log.tail_held = log.requests
+    return True
 
 
 def requests_to_decide(line: MetricLine, requests: int) -> int | None:

@@ -26,7 +26,7 @@ def tails(j: object) -> dict[str, tuple[str, bool]]:
 
 
 def test_an_open_tail_beyond_its_allowance_keeps_the_run_going_and_is_not_a_pass() -> None:
-    j = judged(run(60, decode_stall=0.3, every=30), POLICY)  # 2 stalls in 60: too few to prove
+    j = judged(run(96, decode_stall=0.3, every=30), POLICY)  # 3 stalls in 96: too few to prove
     assert tails(j)["tpot.p99"] == ("marginal", True)
     assert not decided(j)
     assert not stop_now(gate_outcomes(j))  # type: ignore[arg-type]
@@ -34,8 +34,8 @@ def test_an_open_tail_beyond_its_allowance_keeps_the_run_going_and_is_not_a_pass
     assert any(r.startswith("tpot.p99: marginal") for r in j.reasons), j.reasons
 
 
-def test_an_open_tail_within_its_allowance_blocks_nothing() -> None:
-    j = judged(run(60), POLICY)
+def test_an_open_tail_within_its_allowance_blocks_nothing_once_it_has_watched_long_enough() -> None:
+    j = judged(run(96), POLICY)
     assert tails(j)["tpot.p99"] == ("inconclusive", False)
     assert decided(j)
     assert j.verdict == "pass", j.reasons
@@ -45,3 +45,16 @@ def test_a_budget_end_names_the_guilty_tail_and_the_budget_that_would_decide_it(
     j = judged(run(60, decode_stall=0.3, every=30), POLICY)
     needs = decision_needs(j, 60, 3.0)
     assert re.search(r"tpot\.p99 about \d+ requests \(~\d+ min of load\)", needs), needs
+
+
+def test_a_guard_that_has_not_watched_tail_watch_pairs_keeps_the_run_from_passing() -> None:
+    """Under ``sequential.tail_watch`` judged pairs an open guard is critical though it looks
+    innocent: a stall on 5% of requests may not have shown yet (benchmarks/tails.md)."""
+    assert POLICY.sequential.tail_watch == 72
+    j = judged(run(60), POLICY)
+    assert tails(j)["tpot.p99"] == ("inconclusive", True)
+    assert "a guard still watching" in next(m.reason for m in j.metrics if m.name == "tpot.p99")
+    assert not decided(j)
+    assert j.verdict == "inconclusive"
+    failed = judged(run(60, decode_stall=0.3, every=4), POLICY)  # a fail needs no watching
+    assert failed.verdict == "fail", failed.reasons

@@ -17,7 +17,7 @@ POLICY = load_policy(ROOT / "configs/policy/aa-default.yaml")
 
 
 def test_the_gate_table_names_guards_and_critical_gates_never_a_python_bool(tmp_path: Path) -> None:
-    j = judged(run(60), POLICY)
+    j = judged(run(96), POLICY)
     html = write_report(j, tmp_path / "out").html.read_text()
     table = html[html.index('<table id="gates">'):html.index("</table>", html.index('<table id="gates">'))]
     assert not re.search(r"<td>(True|False)</td>", table)

@@ -150,6 +150,29 @@ def test_stop_rule_waits_for_decisions_min_rounds_and_respects_the_budget() -> N
         "equality": "pass", "tpot.hl": "inconclusive"})
 
 
+def test_a_guilty_looking_tail_guard_holds_the_run_past_its_budget_up_to_tail_requests() -> None:
+    now = time.monotonic()
+    guilty = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"), ("e2e.p99", True, "marginal"))
+    guilty.metrics[-1].guard = True
+    budget = BudgetConfig(seconds=100, tail_requests=300)
+    log = RoundLog(budget=budget, rounds=10, requests=120)
+    assert not should_stop(log, guilty, now - 95, 10.0, 12)  # out of time, but the guard looks guilty
+    assert log.tail_held == 120
+    log.requests = 290
+    assert should_stop(log, guilty, now - 400, 10.0, 12)  # the next round would pass tail_requests
+    assert "time budget of 100 s reached" in log.stop_reason
+    assert "held the run past its budget from 120 requests on (budget.tail_requests: 300)" in log.stop_reason
+    not_a_guard = _judgment(("equality", True, "pass"), ("tpot.hl", True, "marginal"))
+    assert should_stop(RoundLog(budget=budget, rounds=10, requests=120), not_a_guard, now - 95, 10.0, 12)
+    without = RoundLog(budget=BudgetConfig(seconds=100), rounds=10, requests=120)
+    assert should_stop(without, guilty, now - 95, 10.0, 12)  # no tail_requests: the budget ends it
+    assert "held" not in without.stop_reason
+    failed = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"), ("e2e.p99", True, "fail"))
+    held = RoundLog(budget=budget, rounds=10, requests=200, tail_held=130)
+    assert should_stop(held, failed, now - 300, 10.0, 12)
+    assert held.stop_reason.startswith("decided after 10 rounds: e2e.p99 failed; tail guards that looked")
+
+
 def _family(**judgments: Judgment) -> FamilyJudgment:
     return FamilyJudgment(baseline="a", floor=None, candidates={}, judgments=judgments, steps=[],
                           family_alpha=0.05, correction="Holm", verdict="inconclusive", exit_code=2,

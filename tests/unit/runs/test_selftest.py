@@ -223,7 +223,7 @@ def test_fail_tail_holds_only_when_the_run_fails_on_the_named_tail() -> None:
     assert held.holds, held.details
     assert held.verdict == "fail"
     assert held.details[0].startswith("tpot.p99 fail: ")
-    broken = evaluate(tail, stall_judged(stall_run(64), gates))
+    broken = evaluate(tail, stall_judged(stall_run(96), gates))
     assert not broken.holds
     assert broken.verdict == "pass"
     missing = evaluate(spec("fail-tail", metric="itl.p99"), stall_judged(stall_run(64), gates))
