@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -39,7 +37,7 @@ def test_hosts_talk_over_the_bridge_and_vanish_afterwards() -> None:
         links = b.run(["ip", "-o", "-4", "addr"]).stdout
         assert b.ip in links
         assert a.ip not in links
-        with tempfile.TemporaryDirectory() as tmp, postgres_on(hosts["db"], Path(tmp)) as url:
+        with postgres_on(hosts["db"]) as url:
             query = ("import sys, psycopg; c = psycopg.connect(sys.argv[1]); "
                      "print(c.execute('select 41 + 1').fetchone()[0])")
             dsn = url.replace("postgresql+psycopg", "postgresql")

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -150,11 +152,13 @@ def wait_port(host: Host, ip: str, port: int, timeout_s: float = 60.0,
 
 
 @contextlib.contextmanager
-def postgres_on(host: Host, base: Path, port: int = 5432) -> Iterator[str]:
+def postgres_on(host: Host, port: int = 5432) -> Iterator[str]:
     """A throwaway PostgreSQL server in ``host``, listening on its address (``fsync=off``, as
-    ``tests.support.postgres``); yields the URL of a fresh database, stopped on exit."""
+    ``tests.support.postgres``, its files in a fresh temporary directory the server's user
+    can reach); yields the URL of a fresh database; stopped and removed on exit."""
     from tests.support.postgres import _as_server_user, _bindir
 
+    base = Path(tempfile.mkdtemp(prefix="abserve-pg-netns-"))
     bindir, prefix = _bindir(), _as_server_user(base)
     data = base / "data"
     subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
@@ -179,3 +183,4 @@ def postgres_on(host: Host, base: Path, port: int = 5432) -> Iterator[str]:
             os.kill(_postmaster_pid(data, proc.pid), signal.SIGINT)  # "fast" shutdown
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
+        shutil.rmtree(base, ignore_errors=True)

@@ -46,19 +46,51 @@ def load_command(master: Host, targets: list[str], out: Path, requests: int, wor
             "--master-bind", f"{master.ip}:{MASTER_PORT}", "--worker-wait", str(wait_s)]
 
 
-def router_config(path: Path, arms: dict[str, str], database_url: str, run_id: str,
-                  host: Host) -> Path:
-    """A router settings file for a replica on ``host`` writing run ``run_id``."""
+def router_config(path: Path, arms: dict[str, str], database_url: str, run_id: str) -> Path:
+    """One router settings file for every replica of run ``run_id`` (each gets ``--host``)."""
     settings = {"arms": {name: {"url": url, "role": "candidate" if i else "baseline"}
                          for i, (name, url) in enumerate(arms.items())},
-                "primary": next(iter(arms)), "run_id": run_id, "run_dir": str(path.parent / host.name),
-                "database_url": database_url, "host": host.ip, "port": ROUTER_PORT,
-                "dev_mode": True}
+                "primary": next(iter(arms)), "run_id": run_id, "run_dir": str(path.parent),
+                "database_url": database_url, "port": ROUTER_PORT, "dev_mode": True}
     path.write_text(yaml.safe_dump(settings))
     return path
+
+
+def start_router(host: Host, config: Path, logs: Path, join: bool = False) -> str:
+    """``abserve router`` (the run's owner) or ``abserve router --join`` on ``host``; its URL."""
+    proc = host.popen([*ABSERVE, "router", "--config", str(config), "--host", host.ip,
+                       *(["--join"] if join else [])], log=logs / f"router-{host.name}.log")
+    wait_port(host, host.ip, ROUTER_PORT, proc=proc)
+    return f"http://{host.ip}:{ROUTER_PORT}"
 
 
 def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+STORE_QUERY = """
+import json, sys
+from abserve.store import Store
+with Store.open(sys.argv[1]) as store:
+    run = store.get_run(sys.argv[2])
+    ids = [e.request_id for e in store.iter_exchanges(sys.argv[2])] if run else []
+print(json.dumps({"status": run.status if run else None, "request_ids": ids}))
+"""
+
+
+def stored_run(host: Host, database_url: str, run_id: str) -> dict[str, object]:
+    """The run's effective status and its stored exchanges' request ids, read from ``host``
+    (the store is reachable only inside the namespaced network)."""
+    import json
+
+    done = host.run([sys.executable, "-c", STORE_QUERY, database_url, run_id])
+    if done.returncode:
+        raise RuntimeError(f"store query failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout))
+
+
+def count_lines(path: Path) -> int:
+    """Lines written so far (a load's timings file, as it goes)."""
+    return path.read_bytes().count(b"\n") if path.is_file() else 0

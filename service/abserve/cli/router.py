@@ -16,7 +16,7 @@ from abserve.base import exit_codes
 
 
 def serve(config: Path, host: str | None = None, port: int | None = None,
-          workers: int = 1) -> None:
+          workers: int = 1, join: bool = False) -> None:
     """Load settings and serve the router until SIGINT/SIGTERM (then drain and flush);
     with ``workers`` > 1 as that many processes behind one port (``router/workers.py``)."""
     from abserve.router import load_settings
@@ -24,6 +24,13 @@ def serve(config: Path, host: str | None = None, port: int | None = None,
 
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if join:
+        from abserve.router.replica import serve_replica
+
+        if workers != 1:
+            raise ValueError("--join serves one process: start one replica per host or port")
+        serve_replica(config, overrides)
+        return
     if workers != 1:
         from abserve.router.workers import serve_workers
 
@@ -43,12 +50,15 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int | None, typer.Option(help="Override the listen port")] = None,
         workers: Annotated[int, typer.Option(
             min=1, help="Router processes behind the port (more than 1 needs PostgreSQL)")] = 1,
+        join: Annotated[bool, typer.Option(
+            "--join", help="Serve as one more replica of the run the first router of the same "
+                           "settings owns, on this host (PostgreSQL; docs/scale-out.md)")] = False,
     ) -> None:
         """Serve the A/B router (fan-out to every arm, relay the primary, record all)."""
         from abserve.router.serve import StartupError
 
         try:
-            serve(config, host, port, workers)
+            serve(config, host, port, workers, join)
         except ValueError as exc:  # settings refused (pydantic ValidationError is one)
             typer.echo(f"router: invalid settings: {exc}", err=True)
             raise typer.Exit(exit_codes.USAGE) from exc
