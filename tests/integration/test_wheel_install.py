@@ -24,13 +24,13 @@ import httpx
 import pytest
 import yaml
 from tests.support.records_factory import ab_run, run_info
+from tests.support.wheel_build import build_wheel
 
 from abserve.model.provenance import RunProvenance
 from abserve.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
-COPIED = ("pyproject.toml", "README.md", "service", "configs", "docs")  # docs: the glossary
 TORCH_HOOK = "zzz_abserve_torch_compat.pth"
 # Where the installed package finds its module, configs, locustfile, a profile and a config's policy.
 PROBE = """
@@ -42,24 +42,6 @@ from abserve.traffic.runner import LOCUSTFILE
 print(abserve.__file__, packaged_root(), LOCUSTFILE, resolve_profile_path("many-items"),
       load_experiment("cpu-default").policy)
 """
-
-
-def _copy_sources(dest: Path) -> Path:
-    dest.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for name in COPIED:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, symlinks=True, ignore=ignore)
-        else:
-            shutil.copy2(src, dest / name)
-    return dest
-
-
-def _build_wheel(src: Path, out: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(src)], check=True, capture_output=True, timeout=120)
-    return next(out.glob("abserve-*.whl"))
 
 
 def _make_venv(venv: Path, wheel: Path) -> Path:
@@ -80,7 +62,7 @@ def _make_venv(venv: Path, wheel: Path) -> Path:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("wheel")
-    wheel = _build_wheel(_copy_sources(base / "src"), base / "dist")
+    wheel = build_wheel(base)
     return _make_venv(base / "venv", wheel)
 
 

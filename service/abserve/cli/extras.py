@@ -10,6 +10,7 @@ inside its body, so a missing one surfaces as ``ModuleNotFoundError`` while the 
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Final
 
 SERVICE: Final = "service"
@@ -22,6 +23,17 @@ EXTRA_OF: Final[dict[str, str]] = {
     **dict.fromkeys(("vllm", "torch", "torchvision", "transformers", "tokenizers", "safetensors",
                      "huggingface_hub"), CPU),
 }
+
+
+def require(*modules: str) -> None:
+    """Raise ``ModuleNotFoundError`` for the first of MODULES that is not installed.
+
+    For commands that would otherwise reach their extra's libraries only in a child process
+    (``abserve load`` runs Locust in one), where a missing one would not surface here.
+    """
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def missing_extra(exc: BaseException) -> str | None:

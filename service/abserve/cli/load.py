@@ -12,6 +12,7 @@ import typer
 
 from abserve.base import exit_codes
 from abserve.base.limits import MAX_ERROR_RATE
+from abserve.cli.extras import require
 from abserve.traffic.sources import formats
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ def load(
         help="the model's context in tokens: longer trace lines are refused before sending")] = None,
 ) -> None:
     """Send a bounded load of one traffic profile, or a traffic file, and write per-request timings."""
+    require("locust", "gevent")  # the service extra's: Locust runs in a child process
     from abserve.traffic.runner import LoadError, LoadSpec, run_load
 
     spec = LoadSpec(

