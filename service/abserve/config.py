@@ -29,6 +29,7 @@ from abserve.model.arms import ArgValue, ArmConfig, Lookup, ServerFlags
 from abserve.model.placement import Order, is_balanced, plan_blocks
 from abserve.model.roles import Role, baselines, resolve_roles
 from abserve.plugin.mutants import V1_RUNNER_ONLY, V2_RUNNER_ENV
+from abserve.traffic.remote import LoadWorkers
 from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
@@ -125,11 +126,18 @@ class LoadConfig(BaseModel):
     shape: Literal["closed", "constant", "poisson"] = "closed"
     rate: float = Field(0.0, ge=0.0)
     profiles: list[LoadItem] = Field(min_length=1)
+    # Locust workers on other hosts (``abserve load-worker --master HOST:PORT`` on each:
+    # abserve.traffic.remote, docs/scale-out.md); the router then listens on ``bind``'s host
+    workers: LoadWorkers | None = None
 
     @model_validator(mode="after")
     def _rate_for_open_loop(self) -> LoadConfig:
         if self.shape != "closed" and self.rate <= 0:
             raise ValueError(f"shape {self.shape!r} needs rate > 0 (requests per second)")
+        if self.workers is not None:
+            _ = self.workers.reachable_host  # the router's address for the load hosts, or why not
+            if self.users < self.workers.count:
+                raise ValueError("load.users must be at least load.workers.count (a user per worker)")
         return self
 
 

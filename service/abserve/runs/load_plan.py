@@ -34,6 +34,7 @@ from abserve.runs.rounds import (
     should_stop,
     wait_recorded,
 )
+from abserve.runs.router_process import load_url
 
 if TYPE_CHECKING:
     from abserve.compare import Judgment
@@ -72,18 +73,20 @@ def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
     from abserve.traffic.sources.replay import block_skip
 
     config, router, run_id = ctx.config, ctx.running_router(), ctx.run_id
+    target = load_url(config, router.url)
     sent = 0
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
         source = config.file_source(item, block_skip(share, block.index)) if item.kind == "file" else None
         summary = run_load(LoadSpec(
-            item.profile, router.url, requests=share[block.index % len(share)], users=config.load.users,
+            item.profile, target, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
             out_dir=ctx.paths.out / "load" / f"block-{block.index}" / item.profile,
             model=config.model.served_name, tokenize_url=arm_servers.tokenize_url(config, ctx.servers),
             overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
             shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
+            workers=config.load.workers,
         ))
         if summary.abort_reason:
             raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason} ({summary.failures} of "
@@ -100,13 +103,13 @@ def send_warmup(ctx: RunContext) -> None:
 
     config, router = ctx.config, ctx.running_router()
     item = config.load.profiles[0]
-    run_load(LoadSpec(item.profile, router.url, requests=config.blocks.warmup_requests,
+    run_load(LoadSpec(item.profile, load_url(config, router.url), requests=config.blocks.warmup_requests,
                       users=config.load.users, seed=config.load.seed + 999_999, run_id=ctx.run_id,
                       out_dir=ctx.paths.out / "load" / "warmup", model=config.model.served_name,
                       tokenize_url=arm_servers.tokenize_url(config, ctx.servers),
                       overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
                       max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
-                      api_key=router.api_key,
+                      api_key=router.api_key, workers=config.load.workers,
                       source=config.file_source(item) if item.kind == "file" else None))
 
 

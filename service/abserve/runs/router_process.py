@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
@@ -35,12 +36,27 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
         "max_images": config.server.max_images, "top_logprobs": 5, **config.router,
         "arms": arms, "primary": config.router.get("primary", config.baseline),  # the arm the client hears
         "run_id": run_id, "run_dir": str(paths.out),
-        "database_url": paths.database_url, "host": "127.0.0.1", "port": port,
+        "database_url": paths.database_url, "host": listen_host(config), "port": port,
         "parent_pid": os.getpid(),  # killed, this run leaves no router behind: abserve.base.parent_watch
     }
     if policy is not None:
         settings["run_provenance"] = start_provenance(config, policy).model_dump(mode="json")
     return settings
+
+
+def listen_host(config: ExperimentConfig) -> str:
+    """Where the run's router listens: loopback, or with load workers on other hosts
+    (``load.workers``) the master's bind address, which they reach."""
+    return config.load.workers.host if config.load.workers is not None else "127.0.0.1"
+
+
+def load_url(config: ExperimentConfig, url: str) -> str:
+    """The router's URL as the load sends to it: with load workers on other hosts, at the
+    address they reach this host at (``LoadWorkers.reachable_host``)."""
+    if config.load.workers is None:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"{config.load.workers.reachable_host}:{parts.port}").geturl()
 
 
 class RouterProcess:
@@ -50,7 +66,9 @@ class RouterProcess:
                  arms_with_keys: str | None = None) -> None:
         self.config_path = paths.out / "router.yaml"
         self.config_path.write_text(yaml.safe_dump(settings, sort_keys=True))
-        self.url = f"http://127.0.0.1:{settings['port']}"
+        host = str(settings.get("host", "127.0.0.1"))
+        local = host in ("0.0.0.0", "::") or host.startswith("127.")
+        self.url = f"http://{'127.0.0.1' if local else host}:{settings['port']}"
         self.log_path = paths.log("router")
         self.api_key = api_key
         self.arms_with_keys = arms_with_keys  # external arms' keys: for the router's env, never a file

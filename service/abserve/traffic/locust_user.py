@@ -30,6 +30,7 @@ when its workers have not all connected S seconds after it started.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -50,7 +51,7 @@ from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import POLL_S, parent_from_env, parent_gone
 from abserve.traffic import remote
 from abserve.traffic.run_state import Job, RunOptions, RunState, build_state
-from abserve.traffic.sender import CONNECT_RETRY_S, make_pool, send_entry
+from abserve.traffic.sender import API_KEY_ENV, CONNECT_RETRY_S, make_pool, send_entry
 from abserve.traffic.sources.spec import RequestsFileError
 from abserve.traffic.timing import TimingRecord
 
@@ -96,6 +97,8 @@ def _add_options(parser: Any) -> None:
         "URLs: request k goes to host k mod n (--host first)")
     add("--abserve-ship", type=int, default=0, help="1: workers on other hosts ship their "
         "timings to the master (abserve.traffic.remote)")
+    # not for the command line: the master copies ABSERVE_API_KEY here for its remote workers
+    add("--abserve-api-key", default="", help=argparse.SUPPRESS)
     add("--abserve-worker-wait", type=float, default=0.0, help="master: refuse the run when its "
         "workers have not all connected within S seconds (0: wait forever)")
     add("--abserve-tags", default="", help="extra request tags 'key=value;key=value' "
@@ -137,12 +140,16 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
                    "to send its shard", EXIT_SETUP)
             return
         _STATE["workers"] = set(runner.clients)
+        if opts.abserve_ship:  # workers on other hosts send with the run's key (never argv)
+            opts.abserve_api_key = os.environ.get(API_KEY_ENV, "")
         _STATE["watch"] = gevent.spawn(_watch_workers, environment, runner)
         return
     shards, shard, node = 1, 0, "local"
     if isinstance(runner, WorkerRunner):
         shards = opts.abserve_shards or opts.expect_workers or 1
         shard, node = runner.worker_index, f"worker{runner.worker_index}"
+        if _ships(environment) and opts.abserve_api_key:
+            os.environ[API_KEY_ENV] = opts.abserve_api_key  # sender.auth_headers reads it
     try:
         options = RunOptions.from_namespace(opts, environment.host or "", shard, shards, node)
         if _ships(environment):  # on another host: nothing is written to the master's paths
@@ -169,7 +176,9 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if state is not None:
         summary.update(state.counts())
         state.close()
-    if _ships(environment):  # its timings went to the master with abserve_ship
+    if _ships(environment) or (state is None and isinstance(runner, WorkerRunner)):
+        # shipped to the master with abserve_ship; or a worker told to quit before its run
+        # (it may not even have the master's options: nothing of its own to write)
         if state is not None:
             shutil.rmtree(state.options.out_dir, ignore_errors=True)
         return

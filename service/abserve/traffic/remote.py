@@ -33,6 +33,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Packaged, so an installed abserve sends load from any directory (abserve.loadtest).
+LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadtest" / "locustfile.py"
 DEFAULT_PORT = 5557  # Locust's own master port
 CONNECT_TIMEOUT_S = 120.0
 
@@ -138,8 +140,6 @@ def serve_worker(master: str, runs: int = 0, pause_s: float = 1.0) -> int:
     stopped or, with ``runs`` > 0, after that many; returns the number served."""
     import subprocess
     import time
-
-    from abserve.traffic.runner import LOCUSTFILE
 
     cmd, served = worker_command(LOCUSTFILE, master), 0
     while runs <= 0 or served < runs:

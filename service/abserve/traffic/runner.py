@@ -20,13 +20,12 @@ from pathlib import Path
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import PARENT_PID_ENV
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
-from abserve.traffic.remote import LoadWorkers
+from abserve.traffic.remote import LOCUSTFILE, LoadWorkers
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.sources.spec import FileSource
 from abserve.traffic.timing import read_timings
 
-# Packaged, so an installed abserve sends load from any directory (abserve.loadtest).
-LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadtest" / "locustfile.py"
+__all__ = ["LOCUSTFILE", "LoadError", "LoadSpec", "LoadSummary", "locust_args", "run_load"]
 EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit",
               4: "a worker was lost", 5: "the process that started it was killed"}
 
