@@ -49,8 +49,11 @@ def validate(obj: Obj) -> str | None:
 
 def find(objs: list[Obj], kind: str, name: str) -> Obj:
     """The one object of that kind and name (a generated ConfigMap by its name's stem)."""
-    found = [o for o in objs if o["kind"] == kind and
-             (o["metadata"]["name"] == name or o["metadata"]["name"].rsplit("-", 1)[0] == name)]
+    def named(obj: Obj) -> bool:
+        actual = obj["metadata"]["name"]
+        return actual == name or (kind == "ConfigMap" and actual.rsplit("-", 1)[0] == name)
+
+    found = [o for o in objs if o["kind"] == kind and named(o)]
     assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
     return found[0]
 

@@ -266,6 +266,35 @@ def test_the_by_hand_router_serves_the_experiments_arms(
     assert not [o for o in objs if o["kind"] == "Job" and o["metadata"]["name"] == "abserve-orchestrator"]
 
 
+def test_the_router_replicas_join_the_owners_run_behind_one_service(
+        rendered: dict[str, list[Obj]], tmp_path: Path) -> None:
+    import typer.main
+
+    from abserve.cli import app
+
+    objs = rendered["overlays/by-hand-router"]
+    command = typer.main.get_command(app).commands["router"]  # type: ignore[attr-defined]
+    owner, replica = (find(objs, "Deployment", name) for name in ("abserve-router", "abserve-router-replica"))
+    lines = [command_line(objs, pod_spec(d)["containers"][0]) for d in (owner, replica)]
+    assert lines[0][lines[0].index("--config") + 1] == lines[1][lines[1].index("--config") + 1]
+    local = tmp_path / "router-settings.yaml"  # --config must exist: the pod's file, here
+    local.write_text(config_map_data(objs, "abserve-router-settings")[local.name])
+    params = [command.make_context("router", [str(local) if w.startswith("/etc/") else w
+                                              for w in line[2:]]).params for line in lines]
+    assert [p["join"] for p in params] == [False, True]
+    assert [(p["host"], p["port"]) for p in params] == [("0.0.0.0", 8100)] * 2
+    envs = [environment(objs, pod_spec(d)["containers"][0]) for d in (owner, replica)]
+    assert envs[0]["ABSERVE_ROUTER_RUN_ID"] == envs[1]["ABSERVE_ROUTER_RUN_ID"]
+    assert envs[0]["ABSERVE_ROUTER_DATABASE_URL"] == envs[1]["ABSERVE_ROUTER_DATABASE_URL"]
+    assert envs[0]["ABSERVE_ROUTER_RESUME"] == "true"
+    assert "ABSERVE_ROUTER_RESUME" not in envs[1]  # a joined replica refuses resume
+    assert owner["spec"]["replicas"] == 1
+    assert replica["spec"]["replicas"] >= 1
+    selector = find(objs, "Service", "abserve-router")["spec"]["selector"]
+    for deployment in (owner, replica):
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
 def test_an_existing_database_replaces_the_statefulset(rendered: dict[str, list[Obj]]) -> None:
     objs = rendered["overlays/existing-postgres"]
     assert not [o for o in objs if o["metadata"]["name"] == "abserve-db"]
@@ -314,3 +343,4 @@ def test_the_documented_overlay_renders_valid_with_the_operators_images(tmp_path
             "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert {o["spec"]["storageClassName"] for o in objs if o["kind"] == "PersistentVolumeClaim"} == {
         "my-rwx-class"}
+
