@@ -85,6 +85,13 @@ class ArmStep(BaseModel):
     met: list[int]
     finished: list[int]
     tokens: list[int]
+    # finished before the step's arrivals ended: the output delivered within the window, what
+    # saturation throughput counts (empty in records made before it was kept: ``finished``)
+    in_window: list[int] = Field(default_factory=list)
+
+    @property
+    def delivered(self) -> list[int]:
+        return self.in_window or self.finished
 
 
 class StepRecord(BaseModel):
@@ -109,7 +116,7 @@ class ArmStepStats(BaseModel):
     attainment_low: float
     attainment_high: float
     goodput: float  # SLO-met requests per second of the window
-    tokens_per_s: float
+    tokens_per_s: float  # output tokens of the requests that finished within the window
     queue_growth: float  # (offered - finished) per second: the backlog the arm did not clear
     holds: bool
 
@@ -165,7 +172,7 @@ def arm_step_stats(arm: ArmStep, window_s: float, target: float, confidence: flo
     n, met, done = len(arm.met), sum(arm.met), sum(arm.finished)
     ci = clopper_pearson(met, n, confidence)
     attainment = met / n if n else 0.0
-    tokens = sum(t for t, f in zip(arm.tokens, arm.finished, strict=True) if f)
+    tokens = sum(t for t, f in zip(arm.tokens, arm.delivered, strict=True) if f)
     return ArmStepStats(
         offered=n, met=met, finished=done, attainment=attainment, attainment_low=ci.low,
         attainment_high=ci.high, goodput=met / window_s, tokens_per_s=tokens / window_s,
@@ -241,9 +248,10 @@ class Replicates:
                 met = np.asarray(step.arms[a].met, float)[idx].sum(axis=1)
                 done = np.asarray(step.arms[a].finished, float)[idx]
                 toks = np.asarray(step.arms[a].tokens, float)[idx]
+                delivered = np.asarray(step.arms[a].delivered, float)[idx]
                 self.held[a][:, j] = (n > 0) & (met >= target * n - 1e-9) & (
                     done.sum(axis=1) >= target * n - 1e-9)
-                self.tokens[a][:, j] = (toks * done).sum(axis=1) / step.window_s
+                self.tokens[a][:, j] = (toks * delivered).sum(axis=1) / step.window_s
 
     def brackets(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
         """Per replicate ``h`` (0 where no rate held) and ``f`` (inf where none broke)."""

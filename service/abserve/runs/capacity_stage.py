@@ -52,17 +52,27 @@ def step_record(exchanges: list[Exchange], index: int, rate: float, arms: tuple[
     ordered = sorted(exchanges, key=lambda ex: ex.started_at)
     origin = ordered[0].started_at if ordered else 0.0
     judged = [ex for ex in ordered if cap.warmup_s <= ex.started_at - origin < cap.step_s]
-    rows = {arm: ArmStep(met=[], finished=[], tokens=[]) for arm in arms}
+    rows = {arm: ArmStep(met=[], finished=[], tokens=[], in_window=[]) for arm in arms}
     for ex in judged:
         for arm in arms:
-            outcome = ex.arms.get(arm)
-            lat = request_latency(outcome, keep_gaps=False) if outcome is not None else None
-            done = lat is not None and lat.e2e is not None
-            rows[arm].met.append(int(done and cap.slo.met(lat)))
-            rows[arm].finished.append(int(done))
-            rows[arm].tokens.append(output_tokens(outcome) if done and outcome is not None else 0)
+            met, done, tokens, in_window = arm_row(ex, arm, origin, cap)
+            rows[arm].met.append(met)
+            rows[arm].finished.append(done)
+            rows[arm].tokens.append(tokens)
+            rows[arm].in_window.append(in_window)
     return StepRecord(index=index, rate=rate, window_s=cap.step_s - cap.warmup_s,
                       lateness_p95_s=lateness_p95_s, arms=rows)
+
+
+def arm_row(ex: Exchange, arm: str, origin: float, cap: CapacityConfig) -> tuple[int, int, int, int]:
+    """One arm's row for one request: SLO met, finished, output tokens, finished within the
+    step's arrival window (the arm's times count from the fan-out, ``started_at``)."""
+    outcome = ex.arms.get(arm)
+    lat = request_latency(outcome, keep_gaps=False) if outcome is not None else None
+    if outcome is None or lat is None or lat.e2e is None or outcome.t_end is None:
+        return 0, 0, 0, 0
+    in_window = ex.started_at + outcome.t_end - origin <= cap.step_s
+    return int(cap.slo.met(lat)), 1, output_tokens(outcome), int(in_window)
 
 
 def lateness_p95(timings: Path) -> float | None:
