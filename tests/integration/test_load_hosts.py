@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.netns import private_net
-from tests.support.scale_out import load_command, start_fake_arm, start_load_worker
+from tests.support.scale_out import load_command, start_fake_arm, start_load_worker, tail
 
 from abserve.base import exit_codes
 from abserve.traffic.corpus import build_corpus
@@ -21,10 +21,6 @@ from abserve.traffic.profiles import load_profile
 from abserve.traffic.timing import read_timings
 
 N = 24
-
-
-def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:] if path.is_file() else f"({path} missing)"
 
 
 @pytest.mark.timeout(180)
@@ -36,7 +32,7 @@ def test_two_load_hosts_send_one_corpus_for_the_master(tmp_path: Path) -> None:
             start_load_worker(hosts[name], hosts["orch"], tmp_path, runs=1)
         done = hosts["orch"].run(load_command(hosts["orch"], [arm], out, N, workers=2, users=4),
                                  timeout=150)
-    assert done.returncode == 0, done.stdout + done.stderr + _tail(out / "locust.log")
+    assert done.returncode == 0, done.stdout + done.stderr + tail(out / "locust.log")
     records = read_timings([out / "timings.jsonl"])
     assert sorted(r.corpus_index for r in records) == list(range(N)), "each request once"
     assert {r.worker for r in records} == {"worker0", "worker1"}
@@ -60,16 +56,16 @@ def test_a_killed_load_host_ends_the_load_with_exit_7(tmp_path: Path) -> None:
         load = hosts["orch"].popen(load_command(hosts["orch"], [arm], out, 200, workers=2, users=4),
                                    log=tmp_path / "load.log")
         deadline = time.monotonic() + 90
-        while "built" not in _tail(tmp_path / "load-worker-load2.log"):
-            assert time.monotonic() < deadline, _tail(tmp_path / "load.log")
-            assert load.poll() is None, _tail(tmp_path / "load.log")
+        while "built" not in tail(tmp_path / "load-worker-load2.log"):
+            assert time.monotonic() < deadline, tail(tmp_path / "load.log")
+            assert load.poll() is None, tail(tmp_path / "load.log")
             time.sleep(0.2)
         time.sleep(2.0)  # the load is under way
         hosts["load2"].kill()
         killed_at = time.monotonic()
         code = load.wait(timeout=60)
         took = time.monotonic() - killed_at
-    log = _tail(tmp_path / "load.log") + _tail(out / "locust.log")
+    log = tail(tmp_path / "load.log") + tail(out / "locust.log")
     assert code == exit_codes.LOAD_WORKER_LOST, log
     assert "lost worker" in log
     print(f"abserve load exited {code} {took:.1f} s after the load host was killed")

@@ -22,6 +22,7 @@ from tests.support.scale_out import (
     start_fake_arm,
     start_router,
     stored_run,
+    tail,
 )
 
 from abserve.base import exit_codes
@@ -29,10 +30,6 @@ from abserve.traffic.timing import read_timings
 
 RUN_ID = "replicas"
 N = 160
-
-
-def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:] if path.is_file() else f"({path} missing)"
 
 
 def _policy(tmp_path: Path) -> Path:
@@ -62,11 +59,11 @@ def test_a_killed_replica_loses_nothing_acknowledged_and_the_run_is_judged(tmp_p
              "--out", str(out), "--max-error-rate", "0.5"], log=tmp_path / "load.log")
         deadline = time.monotonic() + 120
         while count_lines(out / "timings-local.jsonl") < N // 4:
-            assert time.monotonic() < deadline, _tail(tmp_path / "load.log")
-            assert load.poll() is None, _tail(tmp_path / "load.log")
+            assert time.monotonic() < deadline, tail(tmp_path / "load.log")
+            assert load.poll() is None, tail(tmp_path / "load.log")
             time.sleep(0.2)
         hosts["router2"].kill()  # the replica's host is lost: no drain, no goodbye
-        assert load.wait(timeout=150) == 0, _tail(tmp_path / "load.log")
+        assert load.wait(timeout=150) == 0, tail(tmp_path / "load.log")
         owner_proc = hosts["router1"].procs[0]
         owner_proc.send_signal(signal.SIGTERM)  # the run's owner stops cleanly: completed
         owner_proc.wait(timeout=60)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.support.netns import Host, private_net
-from tests.support.scale_out import ABSERVE, MASTER_PORT, start_fake_arm, start_load_worker
+from tests.support.scale_out import ABSERVE, MASTER_PORT, start_fake_arm, start_load_worker, tail
 
 from abserve.base import exit_codes
 
@@ -41,10 +41,6 @@ def experiment(tmp_path: Path, arms: list[str], orch: Host, requests: int) -> Pa
     return path
 
 
-def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:] if path.is_file() else f"({path} missing)"
-
-
 @pytest.mark.timeout(300)
 def test_a_load_host_killed_mid_run_stops_the_run_with_exit_7_and_a_report(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -57,14 +53,14 @@ def test_a_load_host_killed_mid_run_stops_the_run_with_exit_7_and_a_report(tmp_p
         run = hosts["orch"].popen([*ABSERVE, "run", str(experiment(tmp_path, arms, hosts["orch"], 400)),
                                    "--out", str(out)], log=tmp_path / "run.log", env=env, cwd=REPO)
         deadline = time.monotonic() + 200
-        while "built" not in _tail(tmp_path / "load-worker-load2.log"):
-            assert time.monotonic() < deadline, _tail(tmp_path / "run.log")
-            assert run.poll() is None, _tail(tmp_path / "run.log")
+        while "built" not in tail(tmp_path / "load-worker-load2.log"):
+            assert time.monotonic() < deadline, tail(tmp_path / "run.log")
+            assert run.poll() is None, tail(tmp_path / "run.log")
             time.sleep(0.3)
         time.sleep(3.0)  # the block's load is under way
         hosts["load2"].kill()
         code = run.wait(timeout=120)
-    log = _tail(tmp_path / "run.log")
+    log = tail(tmp_path / "run.log")
     assert code == exit_codes.LOAD_WORKER_LOST, log
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "invalid", log

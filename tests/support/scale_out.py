@@ -91,6 +91,11 @@ def stored_run(host: Host, database_url: str, run_id: str) -> dict[str, object]:
     return dict(json.loads(done.stdout))
 
 
+def tail(path: Path) -> str:
+    """The end of a log, for an assertion's message."""
+    return path.read_text(errors="replace")[-3000:] if path.is_file() else f"({path} missing)"
+
+
 def count_lines(path: Path) -> int:
     """Lines written so far (a load's timings file, as it goes)."""
     return path.read_bytes().count(b"\n") if path.is_file() else 0

@@ -47,6 +47,8 @@ def split_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int
         port = rest.removeprefix(":") or str(default_port)
     elif text.count(":") == 1:
         host, port = text.split(":")
+    elif ":" in text and not _is_ip(text):
+        raise ValueError(f"{text!r} is not HOST:PORT (an IPv6 address with a port: [ADDR]:PORT)")
     else:
         host, port = text, str(default_port)
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -96,6 +98,14 @@ class LoadWorkers(BaseModel):
                 "--abserve-worker-wait", str(self.connect_timeout_s), "--abserve-ship", "1",
                 # Locust's own give-up, a backstop: abserve's (above) says how many came
                 "--expect-workers-max-wait", str(int(self.connect_timeout_s) + 10)]
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _unspecified(host: str) -> bool:
