@@ -117,7 +117,8 @@ class ArmStepStats(BaseModel):
     attainment_high: float
     goodput: float  # SLO-met requests per second of the window
     tokens_per_s: float  # output tokens of the requests that finished within the window
-    queue_growth: float  # (offered - finished) per second: the backlog the arm did not clear
+    # (offered - finished within the window) per second: the backlog left when arrivals ended
+    queue_growth: float
     holds: bool
 
 
@@ -176,7 +177,7 @@ def arm_step_stats(arm: ArmStep, window_s: float, target: float, confidence: flo
     return ArmStepStats(
         offered=n, met=met, finished=done, attainment=attainment, attainment_low=ci.low,
         attainment_high=ci.high, goodput=met / window_s, tokens_per_s=tokens / window_s,
-        queue_growth=(n - done) / window_s, holds=holds(met, done, n, target))
+        queue_growth=(n - sum(arm.delivered)) / window_s, holds=holds(met, done, n, target))
 
 
 def holds(met: float, finished: float, n: int, target: float) -> bool:

@@ -110,8 +110,10 @@ def capacity_chart(finding: CapacityFinding) -> Markup | None:
         body.append('<polyline points="' + " ".join(f"{px(r):.1f},{py(a.goodput):.1f}" for r, a in pts) +
                     f'" fill="none" stroke="{color}" stroke-width="1.5"/>')
         body += [f'<circle cx="{px(r):.1f}" cy="{py(a.goodput):.1f}" r="3" fill="{color}"/>' for r, a in pts]
-        role = "baseline" if i == 0 else "candidate"
-        body.append(text(PAD_L + w - 4, PAD_T + h - 8 - 12 * i, f"{arm} ({role})",
+        role, y_key = "baseline" if i == 0 else "candidate", PAD_T + h - 8 - 12 * i
+        body.append(f'<line x1="{PAD_L + w - 100}" y1="{y_key - 4}" x2="{PAD_L + w - 86}" y2="{y_key - 4}" '
+                    f'stroke="{color}" stroke-width="2"/>')
+        body.append(text(PAD_L + w - 4, y_key, f"{arm} ({role})",
                          "end", 10))
     body.append(text(PAD_L + w / 2, HEIGHT - 8, "offered rate (requests/s)", size=10))
     body.append(y_title("goodput (SLO-met requests/s)", PAD_T + h / 2))
