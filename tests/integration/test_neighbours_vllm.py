@@ -8,7 +8,8 @@ started and proven: before its warm-up and every block), then put back.
 The run's records, judged under the built-in neighbour rule (the selftest policy itself only
 reports foreign load: its own test runs beside a hog on purpose), must either contain the
 injected per-token delay in the ``tpot.hl`` interval, or end unstable/invalid naming the
-neighbours (``compare/contamination.py``); never a pass. The
+neighbours (``compare/contamination.py``), or fail beyond the bias neighbours can cause with the
+delay inside the interval widened by that bias; never a pass. The
 report's run facts must state the foreign share of core 0 and the threads it went to. One
 ``abserve run`` of ``configs/selftest/latency.yaml`` (budget 330 s) beside the two servers.
 Cases (a) and (c) are in ``benchmarks/neighbours.py``.
@@ -27,6 +28,8 @@ from tests.support.neighbours import (
     selftest_latency,
     verdict_of,
 )
+
+from abserve.compare.policy import NeighbourRule
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
@@ -47,7 +50,12 @@ def test_another_runs_servers_on_the_arms_core_never_let_the_slow_mutant_pass(
     assert seen["injected"] > 0.004, seen
     named = "foreign load on the arms' cores" in seen["reason"] or any(
         "foreign load" in r for r in seen["invalid"])
-    assert seen["contains"] or (named and seen["outcome"] == "unstable") or (
+    # A fail kept beside neighbours (issue 58: beyond its allowance plus the largest bias they
+    # were measured to cause) must hold the injected delay within that bias of its interval.
+    bias = NeighbourRule().widen["tpot"]
+    widened = named and seen["outcome"] == "fail" and (
+        seen["low"] - bias <= seen["injected"] <= seen["high"] + bias)
+    assert seen["contains"] or (named and seen["outcome"] == "unstable") or widened or (
         named and seen["verdict"] == "invalid"), seen
     core0 = [n for n in seen["neighbours"] if n.startswith("core 0: ")]
     assert core0, seen["neighbours"]

@@ -10,10 +10,12 @@ core of the worst block):
 
 - ``action: unstable`` (the default): every latency line becomes ``unstable`` with the
   neighbours named, so foreign load can turn a decision into "cannot tell" and never a
-  regression into a pass. A ``fail`` too, unless ``keep_fails``: neighbours shrank a known
-  regression in some runs and inflated it in others (+11.0 ms [+8.7, +13.3] for 5.9 ms
-  injected, benchmarks/placement.md "Neighbours"), so a fail's interval is no measurement
-  either; with ``keep_fails`` a fail stays a fail, its reason naming the neighbours.
+  regression into a pass. A ``fail`` too, unless it is beyond what neighbours can cause:
+  they shrank a known regression in some runs and inflated it in others (+11.0 ms [+8.7,
+  +13.3] for 5.9 ms injected, benchmarks/placement.md "Neighbours"), so a shift fail stays a
+  fail only while its interval clears its allowance plus the largest bias measured
+  (``neighbours.widen``; issue 58: neighbours widen, not erase); with ``keep_fails`` every
+  fail stays a fail, its reason naming the neighbours.
 - ``action: invalid``: the run is invalid, the neighbours named.
 
 Equality is never touched: outputs do not depend on who else uses the core.
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from abserve.base.units import ms
 from abserve.compare.causes import hold
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import NeighbourRule
@@ -77,6 +80,14 @@ def reason_for(found: Contamination, rule: NeighbourRule) -> str:
             f"neighbours.max_foreign_share of {rule.max_foreign_share:.0%}")
 
 
+def beyond_bias(line: MetricLine, rule: NeighbourRule) -> bool:
+    """Whether a shift fail's interval clears its allowance plus the neighbours' largest bias."""
+    bias = rule.widen.get(line.metric)
+    if bias is None or line.kind not in ("shift", "stratum") or line.direction != "increase":
+        return False
+    return line.low is not None and line.threshold is not None and line.low > line.threshold + bias
+
+
 def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provenance: RunProvenance,
                         rule: NeighbourRule) -> Contamination | None:
     """Mark the latency lines (or the run) for foreign load beyond the rule; return the facts."""
@@ -90,6 +101,10 @@ def apply_contamination(lines: Sequence[MetricLine], invalid: list[str], provena
     for line in lines:
         if line.outcome == "fail" and rule.keep_fails:
             line.reason += f"; a fail despite {why} (the size of the effect is not to be trusted)"
+        elif line.outcome == "fail" and beyond_bias(line, rule):
+            bias = ms(rule.widen[line.metric], signed=False)
+            line.reason += (f"; a fail despite {why}: beyond its allowance by more than the largest bias "
+                            f"neighbours were measured to cause ({bias})")
         else:
             line.outcome = "unstable"
             line.reason += f"; cannot tell: {why}"

@@ -153,11 +153,19 @@ class NeighbourRule(_Strict):
     Default 0.5: more than half of an arms' core's time went to someone else; measured cases in
     benchmarks/placement.md, "Neighbours" (a busy process or another run's servers on the core:
     70-86%). A policy for a machine that is shared on purpose can raise it or set None.
+
+    ``widen`` (seconds per metric): the largest bias foreign load on the arms' cores was measured
+    to cause (benchmarks/placement.md, "Neighbours": a known 5.9-8.2 ms per output token read
+    as +0.1 to +11.4 ms at 70-86% foreign, so up to 6.5 ms either way). Neighbours widen, they
+    do not erase: a shift fail whose interval stays beyond its allowance plus this much is kept
+    (its reason names the neighbours); only what the bias could explain becomes ``unstable``.
+    A metric without a measured bias has no widening: every fail of it is ``unstable``.
     """
 
     max_foreign_share: float | None = Field(default=0.5, ge=0.0, le=1.0)
     action: Literal["unstable", "invalid"] = "unstable"
     keep_fails: bool = False
+    widen: dict[str, float] = Field(default_factory=lambda: {"tpot": 0.0065})
 
 
 class StratumRule(_Strict):
