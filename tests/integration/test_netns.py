@@ -17,6 +17,7 @@ SERVE = ("import http.server, sys\n"
          "    def do_GET(self):\n"
          "        self.send_response(200); self.end_headers(); self.wfile.write(sys.argv[2].encode())\n"
          "http.server.HTTPServer((sys.argv[1], 8000), H).serve_forever()\n")
+pytestmark = [pytest.mark.postgres]  # a PostgreSQL host of its own
 GET = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())"
 
 

@@ -28,6 +28,7 @@ from tests.support.scale_out import (
 from abserve.base import exit_codes
 from abserve.traffic.timing import read_timings
 
+pytestmark = [pytest.mark.postgres]  # a PostgreSQL host of its own
 RUN_ID = "replicas"
 N = 160
 
