@@ -31,12 +31,13 @@ test: setup
 	COMPOSE_FAULTS=$(COMPOSE_FAULTS) bash scripts/test.sh $(PYTEST_ARGS)
 
 # The edit-run loop: every unit test that needs no server, vLLM, database, browser or
-# container (1528 tests: 138-144 s of pytest here, 177 s before issue 50's cuts; limit 3 minutes,
-# benchmarks/ci_time.md); short child processes (marker process) stay in. Hypothesis tests run
+# container, and is not marked slow (coverage simulations, memory checks, every shipped policy:
+# make test runs them); limit 3 minutes of pytest (benchmarks/ci_time.md); short child processes
+# (marker process) stay in. Hypothesis tests run
 # a quarter of their examples here (tests/support/fast_examples.py); `make test` runs them all.
 # tests/support/heavy_marks.py fails a test that starts a process or a server unmarked.
 # `make test` (CI) runs everything.
-FAST := not server and not vllm and not postgres and not browser and not compose
+FAST := not server and not vllm and not postgres and not browser and not compose and not slow
 test-fast: setup
 	ABSERVE_EXAMPLES_DIVISOR=4 $(PY) -m pytest -q -p no:cacheprovider tests/unit -m "$(FAST)" $(PYTEST_ARGS)
 

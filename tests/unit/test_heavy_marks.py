@@ -101,6 +101,7 @@ FLAGGED = [  # test, what it started, during, the marker the line asks for
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.process  # runs pytest in a child process
 def test_unmarked_starts_fail_with_one_line_and_marked_ones_pass(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,6 +86,7 @@ def test_spec_hash_tracks_every_field() -> None:
     assert base.spec_hash() != tm.TinyModelSpec(weight_std=0.1).spec_hash()
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_build_is_byte_identical_across_processes(built: Path, tmp_path: Path) -> None:
     other = tmp_path / "again"

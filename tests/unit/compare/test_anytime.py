@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from abserve.compare.anytime import anytime_ols, mixture_radius, rate_sequence
@@ -36,6 +37,7 @@ def _monitored_miss(rng: np.random.Generator, *, noise: str, n: int = 320, every
     return anytime, fixed
 
 
+@pytest.mark.slow
 def test_anytime_ols_covers_the_shift_at_every_look_where_peeking_does_not() -> None:
     rng = np.random.default_rng(7)
     for noise in ("normal", "t3"):

@@ -6,6 +6,7 @@ single-placement run."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from tests.support.records_factory import arm, exchange, run_info
 
 from abserve.compare import Policy, judge
@@ -141,6 +142,7 @@ def _simulate(reps: int, *, blocks: int, n: int, beta: float, tau: float, extra:
     return tuple(hit / reps)
 
 
+@pytest.mark.slow
 def test_blocked_interval_keeps_its_coverage_where_naive_estimates_do_not() -> None:
     # fixed placement bias (1 unit = the per-request noise scale), balanced blocks
     blocked, naive, static = _simulate(150, blocks=8, n=10, beta=1.0, tau=0.0, extra=0, seed=1)

@@ -57,6 +57,7 @@ def _peak_per_run(n: int, variants: list[list[ArmOutcome]]) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_the_judgments_working_set_grows_a_few_hundred_bytes_an_exchange(
         monkeypatch: pytest.MonkeyPatch) -> None:
     judge = importlib.import_module("abserve.compare.judge")

@@ -28,6 +28,7 @@ from abserve.compare.quantile_cs import (
 from abserve.model.records import Exchange
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [0.5, 0.95])
 def test_sequence_covers_the_true_quantile_at_every_look_at_once(p: float) -> None:
     rng = np.random.default_rng(7)

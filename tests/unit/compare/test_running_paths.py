@@ -73,6 +73,7 @@ def _design(seed: int) -> sq.Design:
     return sq.Design(diffs.tolist(), levels, items, times, looks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(24))
 def test_coefficient_path_equals_the_fit_from_scratch_at_every_look(seed: int) -> None:
     design = _design(seed)

@@ -8,6 +8,7 @@ above the allowed share fails; the interval covers the true net share at every l
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from abserve.compare.slowed_share import (
     pairs_to_decide,
@@ -55,6 +56,7 @@ def test_a_block_of_slowed_requests_in_one_half_is_unstable_not_a_fail() -> None
     assert share_spread_decision(signs, LOOKS[:20], 0.01, 0.05) == "unstable"
 
 
+@pytest.mark.slow
 def test_interval_covers_the_true_net_share_at_every_look_at_once() -> None:
     missed = 0
     for seed in range(100):

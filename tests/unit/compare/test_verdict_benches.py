@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import pytest
 from tests.support.records_factory import ab_run, run_info
 
 from abserve.compare import load_policy
@@ -31,6 +32,7 @@ def aa_policy():
     return policy.model_copy(update={"arms": ArmRoles(baseline="a", candidate="a2", floor=None)})
 
 
+@pytest.mark.slow
 def test_identical_arms_raise_no_false_alarm_in_windows_or_subsamples() -> None:
     fa = load("false_alarms")
     whole, windows, subs = fa.replay(run_info(), ab_run(124), aa_policy(), size=40, draws=20, seed=1)

@@ -55,6 +55,7 @@ if "config" in args and args[-1].startswith("vllm-"):
 """ + DOCKER
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", ["0", "1", "2", "3", "6", "7"])
 @pytest.mark.parametrize("report", [True, False])
 @pytest.mark.process
