@@ -9,6 +9,7 @@ every exit code, and the commands come in the order a user meets them (abserve.c
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -25,6 +26,7 @@ WIDTH = 80
 SIDE = "│"
 
 
+@functools.cache
 def render(*args: str) -> str:
     result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": ""})
     assert result.exit_code == 0, result.output
@@ -33,6 +35,7 @@ def render(*args: str) -> str:
     return result.output
 
 
+@functools.cache
 def commands() -> dict[str, str]:
     """Each command's name and its summary (the first paragraph of its help, on one line)."""
     group = typer.main.get_command(app)
