@@ -335,7 +335,9 @@ def test_the_documented_overlay_renders_valid_with_the_operators_images(tmp_path
     mine.mkdir()
     base = os.path.relpath(KUBE / "base", mine)
     (mine / "kustomization.yaml").write_text(kustomization.replace("../../base", base) + "\n")
+    (mine / "run.env").write_text("ABSERVE_RUN_ID=signoff-20260101-000000\n")  # as step 4 writes it
     objs = render(mine)
+    assert config_map_data(objs, "abserve-run") == {"ABSERVE_RUN_ID": "signoff-20260101-000000"}
     assert [p for p in map(validate, objs) if p] == []
     images = {c["image"] for o in objs if o["kind"] in ("Deployment", "Job", "StatefulSet")
               for c in containers(o)}
