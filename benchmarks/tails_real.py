@@ -61,12 +61,13 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
 
 def rejudge_without_neighbours(run_dir: Path, work: Path) -> dict[str, Any] | None:
     """The run judged again under its own policy with the neighbour rule off."""
-    policy = json.loads((run_dir / "report.json").read_text()).get("policy", {}).get("name")
-    base = REPO / "configs/policy" / f"{policy}.yaml"
+    recorded = json.loads((run_dir / "report.json").read_text()).get("policy", {})
+    base = REPO / "configs/policy" / f"{recorded.get('name')}.yaml"
     if not base.is_file():
         return None
-    off = work / "no-neighbours.yaml"
-    off.write_text(f"extends: {base}\nneighbours: {{max_foreign_share: null}}\n")
+    off = work / "no-neighbours.yaml"  # the roles the run was judged with (the config's arms)
+    off.write_text(yaml.safe_dump({"extends": str(base), "arms": recorded.get("arms"),
+                                   "neighbours": {"max_foreign_share": None}}, sort_keys=False))
     out = work / "rejudged"
     run_id = json.loads((run_dir / "report.json").read_text())["run_id"]
     subprocess.run([sys.executable, "-m", "abserve", "report", run_id, "--out", str(out), "--db",

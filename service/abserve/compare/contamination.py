@@ -83,6 +83,8 @@ def reason_for(found: Contamination, rule: NeighbourRule) -> str:
 def beyond_bias(line: MetricLine, rule: NeighbourRule) -> bool:
     """Whether a shift fail's interval clears its allowance plus the neighbours' largest bias."""
     bias = rule.widen.get(line.metric)
+    if line.kind == "tail":  # judged per request with the widened allowance (compare.tail_gate)
+        return line.fail_beyond_neighbours
     if bias is None or line.kind not in ("shift", "stratum") or line.direction != "increase":
         return False
     return line.low is not None and line.threshold is not None and line.low > line.threshold + bias

@@ -105,6 +105,9 @@ class MetricLine(BaseModel):
     trajectory: Trajectory = Field(default_factory=Looks)
     drift: Drift | None = None
     cause: Cause | None = None  # what held the line open (neighbours, drift, placement, warm-up)
+    # A tail fail that holds with each request's allowance widened by ``neighbours.widen`` (the
+    # neighbour rule keeps it: ``compare.contamination``); not part of the report.
+    fail_beyond_neighbours: bool = Field(default=False, exclude=True)
 
 
 class PlacementLevel(BaseModel):

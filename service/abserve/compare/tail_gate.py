@@ -165,6 +165,8 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     decision = decide(0.0)
     held = decision in PROVEN and bias > 0 and decide(bias) not in PROVEN
     decision = "open" if held else decision
+    widen = policy.neighbours.widen.get(rule.metric)
+    line.fail_beyond_neighbours = widen is not None and decision == "fail" and decide(bias + widen) == "fail"
     if len(index) < policy.min_samples or not counts:
         line.reason = f"{len(index)} paired requests, fewer than the {policy.min_samples} required"
         return _guarded(line, rule, policy, False)

@@ -239,11 +239,18 @@ def budget_spent(log: RoundLog, judgment: Judgment | FamilyJudgment, elapsed: fl
 
 
 def guilty_guards(judgment: Judgment | FamilyJudgment) -> list[str]:
-    """The tail guards that look guilty: open, their estimate beyond their allowance
-    (``compare.tail_gate``: a guard marginal), per candidate for several."""
+    """The tail guards that look guilty: open (or held unstable), their estimate beyond their
+    allowance (``compare.tail_gate``: a guard marginal), per candidate for several."""
     if isinstance(judgment, FamilyJudgment):
         return [f"{arm}:{name}" for arm, one in judgment.judgments.items() for name in guilty_guards(one)]
-    return [m.name for m in judgment.metrics if m.guard and m.outcome == "marginal"]
+    return [m.name for m in judgment.metrics if m.guard and (m.outcome == "marginal" or beyond_share(m))]
+
+
+def beyond_share(line: MetricLine) -> bool:
+    """A guard held ``unstable`` (neighbours, a drift) whose net share of slowed requests is
+    beyond its allowed share: it looks guilty too, and more rounds may let it decide."""
+    share = line.tail_share
+    return line.outcome == "unstable" and share is not None and share.estimate > share.allowed_share
 
 
 def held_by_tail(log: RoundLog, judgment: Judgment | FamilyJudgment, next_requests: int) -> bool:

@@ -9,7 +9,7 @@ from tests.support.records_factory import arm, exchange, provenance, run_info
 from abserve.compare import judge, load_policy
 from abserve.compare.contamination import apply_contamination, contamination, describe_core
 from abserve.compare.model import MetricLine
-from abserve.compare.policy import NeighbourRule
+from abserve.compare.policy import ArmRoles, NeighbourRule
 from abserve.model.provenance import BlockNeighbours, BlockRecord, CoreLoad, RunProvenance
 from abserve.model.records import Exchange, RunInfo
 
@@ -155,3 +155,23 @@ def test_the_stop_reason_says_neighbours_not_drift() -> None:
     judged = judge(contaminated((0.2, 0.8)), passing_run(), POLICY)
     needs = decision_needs(judged, 60, 1.0)
     assert "tpot.hl (unstable: foreign load on the arms' cores)" in needs
+
+
+def test_a_tail_fail_beside_neighbours_stays_a_fail_only_where_a_bias_was_measured() -> None:
+    """Issue 58: a 300 ms stall after the first token on one request in four fails ``tpot.p99`` with
+    each request's allowance widened by ``neighbours.widen`` (6.5 ms per token), so foreign load
+    beyond the share keeps it a fail; ``e2e.p99`` has no measured bias and becomes unstable."""
+    from tests.support.stall_runs import run as stall_run
+
+    policy = load_policy("configs/policy/aa-default.yaml").model_copy(
+        update={"arms": ArmRoles(baseline="a", candidate="b", floor=None)})
+    info = ab_info()
+    info.provenance = blocks(0.8)
+    judged = judge(info, stall_run(96, decode_stall=0.3, every=4), policy)
+    outcomes = {m.name: m.outcome for m in judged.metrics}
+    assert outcomes["tpot.p99"] == "fail"
+    assert outcomes["e2e.p99"] == "unstable"
+    assert judged.verdict == "fail"
+    tpot = next(m for m in judged.metrics if m.name == "tpot.p99")
+    assert "more than the largest bias neighbours were measured to cause" in tpot.reason
+    assert "fail_beyond_neighbours" not in judged.model_dump(mode="json")["metrics"][0]

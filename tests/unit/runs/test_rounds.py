@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from abserve.compare.family import FamilyJudgment
-from abserve.compare.model import EqualityVerdict, Judgment, MetricLine
+from abserve.compare.model import EqualityVerdict, Judgment, MetricLine, TailShare
 from abserve.compare.policy import Policy
 from abserve.config import BudgetConfig, ExperimentConfig
 from abserve.model.provenance import LookRecord
@@ -162,6 +162,11 @@ def test_a_guilty_looking_tail_guard_holds_the_run_past_its_budget_up_to_tail_re
     assert should_stop(log, guilty, now - 400, 10.0, 12)  # the next round would pass tail_requests
     assert "time budget of 100 s reached" in log.stop_reason
     assert "held the run past its budget from 120 requests on (budget.tail_requests: 300)" in log.stop_reason
+    held = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"), ("e2e.p99", True, "unstable"))
+    held.metrics[-1].guard = True
+    held.metrics[-1].tail_share = TailShare(allowed_share=0.01, per_request=0.1, n=120, slowed=5, mirrored=0,
+                                            estimate=0.042, low=0.0, high=0.1)
+    assert not should_stop(RoundLog(budget=budget, rounds=10, requests=120), held, now - 95, 10.0, 12)
     not_a_guard = _judgment(("equality", True, "pass"), ("tpot.hl", True, "marginal"))
     assert should_stop(RoundLog(budget=budget, rounds=10, requests=120), not_a_guard, now - 95, 10.0, 12)
     without = RoundLog(budget=BudgetConfig(seconds=100), rounds=10, requests=120)
