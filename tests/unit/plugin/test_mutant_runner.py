@@ -38,7 +38,7 @@ def gpu_mutant(tmp_path: Path, mutant: str, runner: str) -> Path:
 
 
 def test_the_v1_only_mutants_are_mutants_and_the_others_are_kept() -> None:
-    assert set(V1_RUNNER_ONLY) == {"decode-stall", "slow", "dense-slow", "embed-fault"}
+    assert set(V1_RUNNER_ONLY) == {"decode-stall", "slow", "dense-slow", "embed-fault", "batch-tax"}
     assert set(V1_RUNNER_ONLY) < set(MUTANTS)
 
 
