@@ -82,6 +82,6 @@ def test_a_load_host_that_never_connects_is_refused(tmp_path: Path) -> None:
                                               wait_s=8), timeout=100)
         took = time.monotonic() - began
     assert done.returncode == exit_codes.USAGE, done.stdout + done.stderr
-    assert "1 of 2 load workers connected within 8 s" in done.stderr
+    assert "load refused: 1 of 2 load workers connected within 8 s" in done.stderr
     assert not (out / "timings.jsonl").exists() or not (out / "timings.jsonl").read_text()
     print(f"refused after {took:.1f} s")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from abserve.arms import arm_servers
 from abserve.arms.cache_metrics import BlockCacheReader
 from abserve.arms.neighbours import block_sampler
-from abserve.arms.run_paths import LoadStopped, RunError, RunPaths
+from abserve.arms.run_paths import LoadStopped, RunError, RunPaths, RunRefused
 from abserve.compare.family import Family
 from abserve.compare.model import DECIDED
 from abserve.model.placement import Block
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from abserve.compare.policy import Policy
     from abserve.model.provenance import BlockRecord
     from abserve.runs.context import RunContext
+    from abserve.traffic.runner import LoadSpec, LoadSummary
 
 
 def send_block(ctx: RunContext, block: Block) -> BlockRecord:
@@ -69,7 +70,7 @@ def send_block(ctx: RunContext, block: Block) -> BlockRecord:
 
 def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
     """Send the block's share of every profile, one after another; return the requests sent."""
-    from abserve.traffic.runner import LoadSpec, run_load
+    from abserve.traffic.runner import LoadSpec
     from abserve.traffic.sources.replay import block_skip
 
     config, router, run_id = ctx.config, ctx.running_router(), ctx.run_id
@@ -78,7 +79,7 @@ def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
     for i, (item, share) in enumerate(zip(config.load.profiles, block_shares(config), strict=True)):
         overrides = [f"{key}={json.dumps(value)}" for key, value in item.set.items()]
         source = config.file_source(item, block_skip(share, block.index)) if item.kind == "file" else None
-        summary = run_load(LoadSpec(
+        summary = _run_load(LoadSpec(
             item.profile, target, requests=share[block.index % len(share)], users=config.load.users,
             seed=config.load.seed + i + 1000 * block.index, run_id=run_id,
             out_dir=ctx.paths.out / "load" / f"block-{block.index}" / item.profile,
@@ -99,11 +100,11 @@ def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
 
 def send_warmup(ctx: RunContext) -> None:
     """Requests of the first profile before block 0, tagged ``block=warmup``."""
-    from abserve.traffic.runner import LoadSpec, run_load
+    from abserve.traffic.runner import LoadSpec
 
     config, router = ctx.config, ctx.running_router()
     item = config.load.profiles[0]
-    run_load(LoadSpec(item.profile, load_url(config, router.url), requests=config.blocks.warmup_requests,
+    _run_load(LoadSpec(item.profile, load_url(config, router.url), requests=config.blocks.warmup_requests,
                       users=config.load.users, seed=config.load.seed + 999_999, run_id=ctx.run_id,
                       out_dir=ctx.paths.out / "load" / "warmup", model=config.model.served_name,
                       tokenize_url=arm_servers.tokenize_url(config, ctx.servers),
@@ -111,6 +112,16 @@ def send_warmup(ctx: RunContext) -> None:
                       max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
                       api_key=router.api_key, workers=config.load.workers,
                       source=config.file_source(item) if item.kind == "file" else None))
+
+
+def _run_load(spec: LoadSpec) -> LoadSummary:
+    """``run_load``; load workers on other hosts that never came refuse the run (exit 4)."""
+    from abserve.traffic.runner import WorkersMissing, run_load
+
+    try:
+        return run_load(spec)
+    except WorkersMissing as exc:
+        raise RunRefused(str(exc)) from exc
 
 
 def run_load_plan(ctx: RunContext, rounds: RoundLog | None = None, policy: Policy | None = None,

@@ -314,8 +314,9 @@ def _await_workers(environment: Environment, runner: MasterRunner, wait_s: float
     expected = _opts(environment).expect_workers
     if runner.state != STATE_INIT or len(runner.clients.ready) >= expected:
         return
-    reason = (f"setup: {len(runner.clients.ready)} of {expected} load workers connected within "
-              f"{wait_s:.0f} s (start `abserve load-worker --master HOST:PORT` on each load host)")
+    reason = (f"{remote.WORKERS_MISSING}: {len(runner.clients.ready)} of {expected} load workers "
+              f"connected within {wait_s:.0f} s (start `abserve load-worker --master HOST:PORT` "
+              "on each load host)")
     log.error("abserve: %s", reason)
     out = Path(_opts(environment).abserve_out)
     out.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadtest" / "locustfile.py"
 DEFAULT_PORT = 5557  # Locust's own master port
 CONNECT_TIMEOUT_S = 120.0
+WORKERS_MISSING = "workers_missing"  # the master's stop reason when its workers did not all come
 
 
 def split_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:

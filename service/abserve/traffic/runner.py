@@ -20,18 +20,23 @@ from pathlib import Path
 from abserve.base.limits import MAX_ERROR_RATE
 from abserve.base.parent_watch import PARENT_PID_ENV
 from abserve.traffic.corpus import API_KEY_ENV, format_tags
-from abserve.traffic.remote import LOCUSTFILE, LoadWorkers
+from abserve.traffic.remote import LOCUSTFILE, WORKERS_MISSING, LoadWorkers
 from abserve.traffic.shapes import SHAPES, ShapeName
 from abserve.traffic.sources.spec import FileSource
 from abserve.traffic.timing import read_timings
 
-__all__ = ["LOCUSTFILE", "LoadError", "LoadSpec", "LoadSummary", "locust_args", "run_load"]
+__all__ = ["LOCUSTFILE", "LoadError", "LoadSpec", "LoadSummary", "WorkersMissing", "locust_args",
+           "run_load"]
 EXIT_CODES = {0: "ok", 1: "failures", 2: "setup error", 3: "error rate over the limit",
               4: "a worker was lost", 5: "the process that started it was killed"}
 
 
 class LoadError(RuntimeError):
     """The load run could not start or did not finish as asked."""
+
+
+class WorkersMissing(LoadError):
+    """Load workers on other hosts did not all connect within their wait (``remote``)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,9 @@ def summarize(out_dir: Path, run_id: str, profile: str, exit_code: int,
     """Merge the per-process timing files and node summaries of a finished run."""
     nodes = [json.loads(p.read_text()) for p in sorted(out_dir.glob("node-*.json"))]
     reasons = [n["stop_reason"] for n in nodes if n.get("stop_reason")]
+    missing = next((r for r in reasons if str(r).startswith(WORKERS_MISSING)), None)
+    if missing is not None:
+        raise WorkersMissing(f"load refused: {str(missing).partition(': ')[2]} (log: {log_path})")
     if exit_code == 2 or any(str(r).startswith("setup") for r in reasons):
         detail = next((r for r in reasons if str(r).startswith("setup")), "see the log")
         raise LoadError(f"load setup failed: {detail} (log: {log_path})")

@@ -82,3 +82,25 @@ def test_request_k_goes_to_replica_k_mod_n_and_fails_over(monkeypatch: pytest.Mo
     # k=1 and k=4 were for r1, which is down: each went on to r2 at once
     assert tried == ["http://r0", "http://r1", "http://r2", "http://r2", "http://r0",
                      "http://r1", "http://r2", "http://r2"]
+
+
+def test_workers_that_never_came_refuse_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from abserve.arms.run_paths import RunRefused
+    from abserve.runs import load_plan
+    from abserve.traffic import runner
+
+    def refused(spec: object) -> None:
+        raise runner.WorkersMissing("load refused: 1 of 2 load workers connected within 8 s")
+
+    monkeypatch.setattr(runner, "run_load", refused)
+    with pytest.raises(RunRefused, match="1 of 2 load workers"):  # abserve run exits 4
+        load_plan._run_load(None)  # type: ignore[arg-type]
+
+
+def test_a_master_that_gave_up_on_its_workers_is_read_as_refused(tmp_path: Path) -> None:
+    from abserve.traffic.runner import WorkersMissing, summarize
+
+    (tmp_path / "node-master-1.json").write_text(json.dumps(
+        {"node": "master", "stop_reason": "workers_missing: 1 of 2 load workers connected within 8 s"}))
+    with pytest.raises(WorkersMissing, match="load refused: 1 of 2 load workers connected within 8 s"):
+        summarize(tmp_path, "r", "p", 2, tmp_path / "locust.log")
