@@ -129,6 +129,9 @@ class LoadConfig(BaseModel):
     # Locust workers on other hosts (``abserve load-worker --master HOST:PORT`` on each:
     # abserve.traffic.remote, docs/scale-out.md); the router then listens on ``bind``'s host
     workers: LoadWorkers | None = None
+    # More router replicas of this run on other hosts (``abserve router --join --db URL
+    # --run-id ID`` on each; abserve.router.replica): the load sends request k to router k mod n
+    replicas: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _rate_for_open_loop(self) -> LoadConfig:

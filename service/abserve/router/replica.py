@@ -7,7 +7,14 @@ the first (``abserve router`` as usual) creates and owns the run; each other rep
 replica waits (``JOIN_WAIT_S``) for the run to exist and be running, refuses one recorded with
 other arms or another primary, and then serves exactly as a router worker does (``own_run``
 False: it writes the exchanges it answered, heartbeats without claiming the run, never
-creates or finishes it). The load spreads over the replicas (``abserve load --also-host``).
+creates or finishes it). The load spreads over the replicas (``abserve load --also-host``;
+``abserve run``: ``load.replicas``).
+
+Without a settings file (``abserve router --join --db URL --run-id ID``) a replica takes the
+settings the run was created with from the store (``settings_from_store``: everything the run
+recorded, secrets excepted; its own ``host``/``port``; the API key from
+``ABSERVE_ROUTER_API_KEY``), so a router host needs only abserve, the store's address and the
+run id, e.g. for the run ``abserve run --run-id ID --db URL`` starts.
 
 Each replica fans every request it receives out to every arm and acknowledges an exchange
 only once it is stored (``acknowledge: stored``, the default), so whatever any replica
@@ -66,9 +73,35 @@ def wait_for_run(settings: RouterSettings, wait_s: float = JOIN_WAIT_S) -> None:
                            "every replica of a run takes the same settings file")
 
 
-def serve_replica(config: Path, overrides: dict[str, Any], wait_s: float = JOIN_WAIT_S) -> None:
-    """Serve as one more replica of the run the settings name (see the module docstring)."""
-    settings = load_settings(config, **overrides)
+def settings_from_store(database_url: str, run_id: str, overrides: dict[str, Any],
+                        wait_s: float = JOIN_WAIT_S) -> RouterSettings:
+    """The settings run ``run_id`` was created with, read from the store once it exists
+    (``StartupError`` after ``wait_s``), with this host's ``overrides`` (host, port)."""
+    from abserve.store import Store
+
+    deadline = time.monotonic() + wait_s
+    with Store.open(database_url) as store:
+        while (run := store.get_run(run_id)) is None:
+            if time.monotonic() > deadline:
+                raise StartupError(f"run {run_id} was not created within {wait_s:.0f} s: start "
+                                   "its first router (or abserve run --run-id) first")
+            time.sleep(0.5)
+    recorded = {k: v for k, v in run.config.items() if k not in ("host", "port", "workers")}
+    return RouterSettings(**{**recorded, "database_url": database_url, "run_id": run_id,
+                             **overrides})
+
+
+def serve_replica(config: Path | None, overrides: dict[str, Any], wait_s: float = JOIN_WAIT_S,
+                  database_url: str | None = None) -> None:
+    """Serve as one more replica of the run the settings name (see the module docstring):
+    from a settings file, or (``config`` None) from what the run recorded in the store at
+    ``database_url`` (``overrides`` then names the run: ``run_id``)."""
+    if config is None:
+        if not database_url or "run_id" not in overrides:
+            raise ValueError("--join without --config needs --db and --run-id")
+        settings = settings_from_store(database_url, overrides["run_id"], overrides, wait_s)
+    else:
+        settings = load_settings(config, **overrides)
     check_joinable(settings)
     wait_for_run(settings, wait_s)
     log.info("router replica: joining run %s on %s:%d", settings.run_id, settings.host, settings.port)

@@ -87,7 +87,7 @@ def send_shares(ctx: RunContext, block: Block, tags: dict[str, str]) -> int:
             overrides=overrides,
             max_error_rate=config.load.max_error_rate, tags=tags,
             shape=config.load.shape, rate=config.load.rate, api_key=router.api_key, source=source,
-            workers=config.load.workers,
+            workers=config.load.workers, also_hosts=config.load.replicas,
         ))
         if summary.abort_reason:
             raise LoadStopped(f"load {item.profile} stopped: {summary.abort_reason} ({summary.failures} of "
@@ -111,6 +111,7 @@ def send_warmup(ctx: RunContext) -> None:
                       overrides=[f"{key}={json.dumps(value)}" for key, value in item.set.items()],
                       max_error_rate=config.load.max_error_rate, tags={"block": "warmup"},
                       api_key=router.api_key, workers=config.load.workers,
+                      also_hosts=config.load.replicas,
                       source=config.file_source(item) if item.kind == "file" else None))
 
 

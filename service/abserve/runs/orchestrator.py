@@ -46,7 +46,7 @@ from abserve.runs.rounds import (
     judging_roles,
     preflight_report,
 )
-from abserve.runs.router_process import RouterProcess, router_settings
+from abserve.runs.router_process import RouterProcess, router_settings, run_api_key
 from abserve.runs.run_guard import exclusive_run, sigterm_as_interrupt
 
 EXIT_INVALID = 3
@@ -222,7 +222,7 @@ def run_experiment(config: ExperimentConfig, config_path: Path, out: Path, conso
                 router_settings(config, ctx.servers, paths, run_id, free_port(),
                                 judging_roles(config, policy)),
                 paths,
-                secrets.token_urlsafe(24), arm_servers.router_arms(config, ctx.servers)[1],
+                run_api_key(config), arm_servers.router_arms(config, ctx.servers)[1],
             )
             ctx.router.start()
             with watch_arms(ctx.servers):

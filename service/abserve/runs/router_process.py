@@ -10,6 +10,7 @@ stop it, the router stops by itself and marks the run ``interrupted`` (``abserve
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import httpx
 import yaml
 
 from abserve.arms import arm_servers
-from abserve.arms.run_paths import RunError, RunPaths
+from abserve.arms.run_paths import RunError, RunPaths, RunRefused
 from abserve.arms.server import VllmServer
 from abserve.compare.policy import Policy
 from abserve.config import ExperimentConfig
@@ -42,6 +43,21 @@ def router_settings(config: ExperimentConfig, servers: dict[str, VllmServer], pa
     if policy is not None:
         settings["run_provenance"] = start_provenance(config, policy).model_dump(mode="json")
     return settings
+
+
+ROUTER_API_KEY_ENV = "ABSERVE_ROUTER_API_KEY"  # RouterSettings.api_key from the environment
+
+
+def run_api_key(config: ExperimentConfig) -> str:
+    """The run's router API key: a fresh random one; with router replicas on other hosts
+    (``load.replicas``) the one in ``ABSERVE_ROUTER_API_KEY``, which they are given too."""
+    if config.load.replicas:
+        key = os.environ.get(ROUTER_API_KEY_ENV, "")
+        if not key:
+            raise RunRefused(f"load.replicas: set {ROUTER_API_KEY_ENV} for abserve run and for "
+                             "every replica (abserve router --join): they share the run's key")
+        return key
+    return secrets.token_urlsafe(24)
 
 
 def listen_host(config: ExperimentConfig) -> str:
