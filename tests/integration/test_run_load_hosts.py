@@ -12,33 +12,24 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from tests.support.netns import Host, private_net
-from tests.support.scale_out import ABSERVE, MASTER_PORT, start_fake_arm, start_load_worker, tail
+from tests.support.scale_out import (
+    ABSERVE,
+    MASTER_PORT,
+    experiment,
+    start_fake_arm,
+    start_load_worker,
+    tail,
+)
 
 from abserve.base import exit_codes
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def experiment(tmp_path: Path, arms: list[str], orch: Host, requests: int) -> Path:
-    """Two ``url:`` arms, the load from two load hosts, judged on TPOT."""
-    policy = {"name": "load-hosts", "min_samples": 8, "warmup_requests": 0,
-              "metrics": [{"metric": "tpot", "statistic": "hl", "allowed_relative": 0.5,
-                           "allowed_absolute": 0.01, "critical": True}]}
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
-    (tmp_path / "model").mkdir(exist_ok=True)  # url: arms load no model
-    config = {
-        "name": "load-hosts",
-        "model": {"path": str(tmp_path / "model"), "served_name": "fake-model"},
-        "arms": {"a": {"url": arms[0], "role": "baseline"}, "b": {"url": arms[1], "role": "candidate"}},
-        "load": {"users": 4, "profiles": [{"profile": "interleaved", "requests": requests}],
-                 "workers": {"count": 2, "bind": f"{orch.ip}:{MASTER_PORT}", "connect_timeout_s": 60}},
-        "policy": str(tmp_path / "policy.yaml"),
-    }
-    path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+def _load(orch: Host, requests: int) -> dict[str, object]:
+    return {"users": 4, "profiles": [{"profile": "interleaved", "requests": requests}],
+            "workers": {"count": 2, "bind": f"{orch.ip}:{MASTER_PORT}", "connect_timeout_s": 60}}
 
 
 @pytest.mark.timeout(300)
@@ -50,8 +41,9 @@ def test_a_load_host_killed_mid_run_stops_the_run_with_exit_7_and_a_report(tmp_p
         for name in ("load1", "load2"):
             start_load_worker(hosts[name], hosts["orch"], tmp_path)
         env = {**os.environ, "ABSERVE_RUN_LOCK": str(tmp_path / "run.lock")}
-        run = hosts["orch"].popen([*ABSERVE, "run", str(experiment(tmp_path, arms, hosts["orch"], 400)),
-                                   "--out", str(out)], log=tmp_path / "run.log", env=env, cwd=REPO)
+        config = experiment(tmp_path, arms, _load(hosts["orch"], 400), "load-hosts")
+        run = hosts["orch"].popen([*ABSERVE, "run", str(config), "--out", str(out)],
+                                  log=tmp_path / "run.log", env=env, cwd=REPO)
         deadline = time.monotonic() + 200
         while "built" not in tail(tmp_path / "load-worker-load2.log"):
             assert time.monotonic() < deadline, tail(tmp_path / "run.log")

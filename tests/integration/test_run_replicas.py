@@ -15,9 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from tests.support.netns import Host, postgres_on, private_net, wait_port
-from tests.support.scale_out import ABSERVE, ROUTER_PORT, count_lines, start_fake_arm, stored_run, tail
+from tests.support.scale_out import (
+    ABSERVE,
+    ROUTER_PORT,
+    count_lines,
+    experiment,
+    start_fake_arm,
+    stored_run,
+    tail,
+)
 
 from abserve.base import exit_codes
 from abserve.traffic.timing import read_timings
@@ -28,24 +35,9 @@ RUN_ID = "run-replicas"
 N = 240
 
 
-def experiment(tmp_path: Path, arms: list[str], replica: Host) -> Path:
-    policy = {"name": "replicas", "min_samples": 8, "warmup_requests": 0,
-              "metrics": [{"metric": "tpot", "statistic": "hl", "allowed_relative": 0.5,
-                           "allowed_absolute": 0.01, "critical": True}]}
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
-    (tmp_path / "model").mkdir(exist_ok=True)  # url: arms load no model
-    config = {
-        "name": "replicas",
-        "model": {"path": str(tmp_path / "model"), "served_name": "fake-model"},
-        "arms": {"a": {"url": arms[0], "role": "baseline"}, "b": {"url": arms[1], "role": "candidate"}},
-        "load": {"users": 4, "max_error_rate": 0.5,
-                 "profiles": [{"profile": "interleaved", "requests": N}],
-                 "replicas": [f"http://{replica.ip}:{ROUTER_PORT}"]},
-        "policy": str(tmp_path / "policy.yaml"),
-    }
-    path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+def _load(replica: Host) -> dict[str, object]:
+    return {"users": 4, "max_error_rate": 0.5, "profiles": [{"profile": "interleaved", "requests": N}],
+            "replicas": [f"http://{replica.ip}:{ROUTER_PORT}"]}
 
 
 def test_a_replica_killed_mid_run_loses_nothing_and_the_run_is_judged_whole(tmp_path: Path) -> None:
@@ -59,9 +51,10 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_run_is_judged_whole(tmp_
             [*ABSERVE, "router", "--join", "--db", db, "--run-id", RUN_ID, "--host",
              hosts["router2"].ip, "--port", str(ROUTER_PORT), "--join-wait", "120"],
             log=tmp_path / "replica.log", env=env)
+        config = experiment(tmp_path, arms, _load(hosts["router2"]), "replicas")
         run = hosts["orch"].popen(
-            [*ABSERVE, "run", str(experiment(tmp_path, arms, hosts["router2"])), "--out", str(out),
-             "--run-id", RUN_ID, "--db", db], log=tmp_path / "run.log", env=env, cwd=REPO)
+            [*ABSERVE, "run", str(config), "--out", str(out), "--run-id", RUN_ID, "--db", db],
+            log=tmp_path / "run.log", env=env, cwd=REPO)
         wait_port(hosts["orch"], hosts["router2"].ip, ROUTER_PORT, timeout_s=150, proc=replica)
         timings = out / "load" / "block-0" / "interleaved" / "timings-local.jsonl"
         deadline = time.monotonic() + 150

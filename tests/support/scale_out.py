@@ -91,6 +91,23 @@ def stored_run(host: Host, database_url: str, run_id: str) -> dict[str, object]:
     return dict(json.loads(done.stdout))
 
 
+def experiment(tmp_path: Path, arms: list[str], load: dict[str, object], name: str) -> Path:
+    """An ``abserve run`` config on two ``url:`` arms (fake vLLM servers), judged on TPOT alone
+    (their outputs agree), with ``load`` as its load section."""
+    policy = {"name": name, "min_samples": 8, "warmup_requests": 0,
+              "metrics": [{"metric": "tpot", "statistic": "hl", "allowed_relative": 0.5,
+                           "allowed_absolute": 0.01, "critical": True}]}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    (tmp_path / "model").mkdir(exist_ok=True)  # url: arms load no model
+    config = {"name": name, "model": {"path": str(tmp_path / "model"), "served_name": "fake-model"},
+              "arms": {"a": {"url": arms[0], "role": "baseline"},
+                       "b": {"url": arms[1], "role": "candidate"}},
+              "load": load, "policy": str(tmp_path / "policy.yaml")}
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def tail(path: Path) -> str:
     """The end of a log, for an assertion's message."""
     return path.read_text(errors="replace")[-3000:] if path.is_file() else f"({path} missing)"
