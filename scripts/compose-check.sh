@@ -132,7 +132,7 @@ teardown() {
 check_report() {  # check_report RUN_ID EXPECTED_EXIT ACTUAL_EXIT [--blocks N]  (LOOKUP_B: b's lookup, bisect)
   local run_id="$1" want="$2" got="$3"; shift 3
   [ "$got" = "$want" ] || fail "$run_id: exit code $got, expected $want (see $WORK/runs/$run_id/compose.log)"
-  "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id" --exit-code "$got" \
+  "$PY" -m tests.support.check_report "$WORK/runs/$run_id" --exit-code "$got" \
     --expect "a=${LOOKUP_A:-linear}" --expect "b=${LOOKUP_B:-bisect}" "$@" || fail "$run_id: report check"
 }
 
@@ -158,7 +158,7 @@ PY
   for candidate in "$@"; do
     vs_code="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["exit_code"])' \
       "$WORK/runs/$run_id/vs-$candidate/report.json")" || fail "$run_id: no report for $candidate"
-    "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id/vs-$candidate" --exit-code "$vs_code" \
+    "$PY" -m tests.support.check_report "$WORK/runs/$run_id/vs-$candidate" --exit-code "$vs_code" \
       --expect a=linear --expect b=bisect --expect hybrid=hybrid || fail "$run_id: vs-$candidate report check"
   done
 }

@@ -71,7 +71,7 @@ fault_step() {  # fault_step STEP: one of the cases above
   case "$step" in
     arm-killed)
       run_fault "$step" "$run_id" "kill vllm-b"
-      "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id" --exit-code "$fault_code" \
+      "$PY" -m tests.support.check_report "$WORK/runs/$run_id" --exit-code "$fault_code" \
         --invalid-because "arm 'b'" --min-exchanges "$fault_before" || fail "$step: report check" ;;
     orchestrator-stopped)
       run_fault "$step" "$run_id" "stop orchestrator"
@@ -79,7 +79,7 @@ fault_step() {  # fault_step STEP: one of the cases above
       local code=0
       "$PY" -m abserve report "$run_id" --db "sqlite:///$WORK/runs/$run_id/abserve.db" \
         --out "$WORK/runs/$run_id/rejudged" >/dev/null || code=$?
-      "$PY" -m abserve.deploy.check_report "$WORK/runs/$run_id/rejudged" --exit-code "$code" \
+      "$PY" -m tests.support.check_report "$WORK/runs/$run_id/rejudged" --exit-code "$code" \
         --invalid-because "interrupted" --min-exchanges "$fault_before" || fail "$step: report check" ;;
     *) fail "unknown fault step $step" ;;
   esac

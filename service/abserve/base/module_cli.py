@@ -1,11 +1,11 @@
 """``python -m abserve.X`` entry points as small Typer apps, run like the ``abserve`` CLI.
 
 Scripts, compose files and the router's supervisor start a few modules directly
-(``abserve.deploy.compose_env``, ``abserve.deploy.check_report``, ``abserve.router.workers``,
-``abserve.store.export``). Each declares its options with Typer, as the CLI does, and its
-``main(argv)`` returns the exit code through ``run`` instead of exiting: 0, the code the
-command exits with (``typer.Exit``), 2 with a usage message for bad options (as argparse did),
-so tests call ``main``.
+(``abserve.deploy.compose_env``, ``abserve.router.workers``, ``abserve.store.export``, and the
+test support ``tests.support.check_report``). Each declares its options with Typer, as the CLI
+does, and its ``main(argv)`` returns the exit code through ``run`` instead of exiting: 0, the
+code the command exits with (``typer.Exit``), 2 with a usage message for bad options (as
+argparse did), so tests call ``main``.
 """
 
 from __future__ import annotations

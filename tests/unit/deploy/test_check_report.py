@@ -1,4 +1,4 @@
-"""``abserve.deploy.check_report`` (what compose-check asserts of a sign-off), on small real
+"""``tests.support.check_report`` (what compose-check asserts of a sign-off), on small real
 inputs."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from abserve.deploy.check_report import check, check_invalid, main
+from tests.support.check_report import check, check_invalid, main
 
 
 def report(**changes: Any) -> dict[str, Any]:

@@ -8,7 +8,9 @@ one, was identified by what its server ran, the run stopped decided (``--decided
 request reached both arms and none of them failed, outputs were compared and none differed
 (under concurrent load, ``batch_noise``: every exchange was comparable), and (for a rotation)
 the blocks and placements are there. Pure checks over the parsed JSON;
-``main`` is the thin CLI: ``python -m abserve.deploy.check_report REPORT_DIR [options]``.
+``main`` is the thin CLI: ``python -m tests.support.check_report REPORT_DIR [options]``, run
+from the checkout's root. Test assertion code, so it lives with the tests and not in the
+shipped package.
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ def _problems(path: Path, asked: Asked) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 when the report in REPORT_DIR passes every check, 1 (with each problem) if not."""
-    return module_cli.run(app, argv, "python -m abserve.deploy.check_report")
+    return module_cli.run(app, argv, "python -m tests.support.check_report")
 
 
 if __name__ == "__main__":
