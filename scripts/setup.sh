@@ -59,6 +59,7 @@ install_debian_packages() {
   local missing=()
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the namespaced hosts of the scale-out tests
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     log "missing Debian packages: ${missing[*]} (run as root or install them); tests that need them will fail"
