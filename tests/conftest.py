@@ -3,7 +3,8 @@
 A session-scoped server is started only by the first test that asks for it. The plugin
 ``tests.support.heavy_marks`` fails any test that starts a process or a server without the
 marker saying so (``make test-fast`` selects by marker); ``tests.support.fast_examples`` runs
-fewer hypothesis examples where ``make test-fast`` asks for it (``make test`` runs them all).
+fewer hypothesis examples where ``make test-fast`` asks for it (``make test`` runs them all);
+``tests.support.slow_modules`` keeps ``make test-fast`` from importing modules marked slow.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 from tests.support.postgres import PgServer, PostgresUnavailable, throwaway_postgres
 
-pytest_plugins = ("tests.support.heavy_marks", "tests.support.fast_examples", "pytester")
+pytest_plugins = ("tests.support.heavy_marks", "tests.support.fast_examples", "tests.support.slow_modules",
+                  "pytester")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,9 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 from abserve.arms.server import NO_MEDIA_DOMAIN, ServerSpec
 
+# imports torch and vLLM: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 METADATA = "http://169.254.169.254/latest/meta-data/x.png"
 
 

@@ -27,6 +27,9 @@ from typer.testing import CliRunner
 from abserve.arms import tiny_model as tm
 from abserve.cli import app
 
+# imports torch and transformers: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 PROMPTS = (
     "Describe the picture in detail.",
     "The quick brown fox jumps over the lazy dog. What do you see?",

@@ -34,6 +34,9 @@ from abserve.plugin.lookup import (
     make_hybrid,
 )
 
+# imports torch and vLLM: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 # vLLM types its helper for its own feature class; it reads only ``mm_position``.
 get_mm_features_in_window: Callable[..., tuple[int, int]] = vllm_utils.get_mm_features_in_window
 

@@ -28,6 +28,9 @@ from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 
 from abserve import vllm_plugin
 
+# imports torch and vLLM: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 HIDDEN = 4
 VLLM_HELPER = encoder_runner.get_mm_features_in_window
 

@@ -18,6 +18,9 @@ from abserve import vllm_plugin
 from abserve.model.telemetry import ProcessTelemetry
 from abserve.plugin import mutants
 
+# imports torch and vLLM: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 
 def test_salt_prefix_gives_every_request_its_own_block_hashes_with_vllms_own_hasher() -> None:
     """Two requests with one prompt share every block hash in vLLM; under ``salt-prefix`` none,

@@ -26,6 +26,9 @@ from abserve.router.errors import RouterError
 from abserve.router.security import check_media_url
 from abserve.router.validation import check_request
 
+# imports torch and vLLM: make test runs it, make test-fast does not even collect it
+pytestmark = pytest.mark.slow
+
 MAX_IMAGES = 3
 
 
