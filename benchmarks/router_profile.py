@@ -51,12 +51,7 @@ from tests.support.fake_upstream import Knobs, _Answer
 from tests.support.router_server import dev_settings
 
 from abserve.model.records import ArmOutcome, Exchange, RunInfo
-from abserve.router.app import arm_payload
-from abserve.router.augment import augment
-from abserve.router.metrics import RouterMetrics
-from abserve.router.settings import RouterSettings
-from abserve.router.sse import Transcript
-from abserve.router.validation import (
+from abserve.openai_request.validation import (
     _check_parts,
     check_depth,
     check_request,
@@ -64,6 +59,11 @@ from abserve.router.validation import (
     identify,
     parse_json,
 )
+from abserve.router.app import arm_payload
+from abserve.router.augment import augment
+from abserve.router.metrics import RouterMetrics
+from abserve.router.settings import RouterSettings
+from abserve.router.sse import Transcript
 from abserve.store import Store
 from abserve.store.rows import exchange_row
 

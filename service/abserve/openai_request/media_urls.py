@@ -1,45 +1,29 @@
-"""Authentication and the media-URL policy: who may call, and what arms may be told to fetch.
+"""The media-URL policy: what arms may be told to fetch.
 
-- ``check_bearer``: the client's ``Authorization: Bearer`` key against the configured one,
-  compared in constant time (``hmac.compare_digest``). No key configured means dev mode.
-- ``check_media_url``: vLLM servers fetch ``http(s)`` media URLs themselves (an SSRF path,
-  see CVE-2025-6242), so the router lets through ``data:`` URLs always, ``http(s)`` URLs
-  only when the host is on the allowlist AND every address it names or resolves to is
-  globally routable, and nothing else (``file:``, ``ftp:``, no scheme...). Address tricks
-  are decoded before checking: decimal/hex/octal/short IPv4 (``2130706433``,
-  ``0x7f000001``, ``127.1``), IPv4-mapped/6to4/Teredo IPv6, zone ids, userinfo, percent
-  escapes in the host.
+``check_media_url``: vLLM servers fetch ``http(s)`` media URLs themselves (an SSRF path,
+see CVE-2025-6242), so the router lets through ``data:`` URLs always, ``http(s)`` URLs
+only when the host is on the allowlist AND every address it names or resolves to is
+globally routable, and nothing else (``file:``, ``ftp:``, no scheme...). Address tricks
+are decoded before checking: decimal/hex/octal/short IPv4 (``2130706433``,
+``0x7f000001``, ``127.1``), IPv4-mapped/6to4/Teredo IPv6, zone ids, userinfo, percent
+escapes in the host.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import re
 import socket
 from collections.abc import Collection
 from urllib.parse import urlsplit
 
-from pydantic import SecretStr
-
-from abserve.router.errors import RouterError
+from abserve.openai_request.errors import RouterError
 
 _HOST_RE = re.compile(r"^[a-z0-9.-]+$")
 _LEGACY_V4_RE = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def check_bearer(authorization: str | None, api_key: SecretStr | None) -> None:
-    """Raise 401 unless ``authorization`` carries the configured key (constant time)."""
-    if api_key is None:
-        return
-    scheme, _, token = (authorization or "").partition(" ")
-    expected = api_key.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        raise RouterError(401, "missing or invalid API key",
-                          headers={"WWW-Authenticate": "Bearer"})
 
 
 def parse_ip_literal(host: str) -> IPAddress | None:

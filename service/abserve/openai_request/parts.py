@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from abserve.router.errors import RouterError
+from abserve.openai_request.errors import RouterError
 
 Modality = Literal["text", "image", "audio", "video"]
 

@@ -32,10 +32,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from abserve.base.url_hash import record_hash
-from abserve.router import body_json
-from abserve.router.errors import RouterError
-from abserve.router.parts import classify
-from abserve.router.security import check_media_url
+from abserve.openai_request import body_json
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.media_urls import check_media_url
+from abserve.openai_request.parts import classify
 
 Endpoint = Literal["chat/completions", "completions"]
 

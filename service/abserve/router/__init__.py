@@ -3,9 +3,9 @@
 Public surface: ``create_app(settings)`` (FastAPI app), ``RouterSettings`` /
 ``load_settings(path)`` and ``serve(settings)`` (uvicorn, used by ``abserve router``).
 
-``create_app`` is imported on first use: the load generator's processes (one Locust per
-block and profile) import the router's error and body helpers, and FastAPI with the app
-would cost each of them ~0.2 s of CPU for nothing.
+``create_app`` is imported on first use: reading the settings (``abserve.config`` does, for
+``abserve check``) must not cost FastAPI's import (~0.2 s of CPU) nor need the service extra.
+The request checks the router applies are below it, in ``abserve.openai_request``.
 """
 
 from typing import TYPE_CHECKING, Any

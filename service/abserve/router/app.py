@@ -36,11 +36,13 @@ from starlette.types import Receive, Scope, Send
 
 from abserve.base.parent_watch import watch_parent
 from abserve.model.records import REQUEST_ID_HEADER, TAG_HEADER_PREFIX
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.validation import Endpoint, check_request, read_capped
 from abserve.router.admission import SharedCounts
 from abserve.router.affinity import affinity_headers, header_bytes
 from abserve.router.augment import augment, check_sampling
 from abserve.router.body_pace import paced
-from abserve.router.errors import RouterError, error_response
+from abserve.router.errors import error_response
 from abserve.router.fanout import ArmCall, FanOut, Relay
 from abserve.router.http1 import Body
 from abserve.router.metrics import CONTENT_TYPE, RouterMetrics
@@ -49,7 +51,6 @@ from abserve.router.relay import respond
 from abserve.router.security import check_bearer
 from abserve.router.settings import RouterSettings
 from abserve.router.upstream import ArmClient, UpstreamError
-from abserve.router.validation import Endpoint, check_request, read_capped
 
 log = logging.getLogger("abserve.router")
 MAX_TAGS, MAX_TAG_LEN = 24, 256  # a session's turn carries ~13 (run, block, file, session)

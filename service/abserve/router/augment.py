@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from abserve.router.errors import RouterError
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.validation import CheckedRequest, Endpoint
 from abserve.router.settings import RouterSettings
-from abserve.router.validation import CheckedRequest, Endpoint
 
 SAMPLING_REFUSED = (
     "sampled requests are refused by this router (seeded_sampling: refuse): its arms may "

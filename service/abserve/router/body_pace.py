@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from abserve.router.errors import RouterError
+from abserve.openai_request.errors import RouterError
 
 
 def too_slow(min_bytes_per_s: int, window_s: float) -> RouterError:

@@ -1,50 +1,14 @@
-"""OpenAI-style error answers: one exception type, one JSON shape, status codes that mean it.
+"""The router's error answers: a ``RouterError`` as the HTTP response OpenAI and vLLM give.
 
-Everything the router refuses (bad JSON, oversize body, forbidden media URL, missing key,
-overload, dead primary) is raised as ``RouterError`` and rendered by ``error_response``
-as ``{"error": {"message", "type", "param", "code"}}`` the way OpenAI and vLLM answer.
-Messages are fixed strings plus numbers: never request text, keys or image data.
+The exception and its JSON body live with the request checks (``openai_request.errors``);
+this is the one piece that needs starlette.
 """
 
 from __future__ import annotations
 
-import orjson
 from starlette.responses import Response
 
-_TYPES = {
-    400: "BadRequestError",
-    401: "AuthenticationError",
-    404: "NotFoundError",
-    413: "RequestTooLargeError",
-    422: "UnprocessableEntityError",
-    502: "BadGatewayError",
-    503: "ServiceUnavailableError",
-    504: "GatewayTimeoutError",
-}
-
-
-class RouterError(Exception):
-    """A refusal with an HTTP status; rendered as an OpenAI-style error body."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        param: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.headers = headers or {}
-
-
-def error_body(status: int, message: str, param: str | None = None) -> bytes:
-    """The JSON bytes of an OpenAI-style error."""
-    err = {"message": message, "type": _TYPES.get(status, "APIError"), "param": param,
-           "code": status}
-    return orjson.dumps({"error": err})
+from abserve.openai_request.errors import RouterError, error_body
 
 
 def error_response(exc: RouterError) -> Response:

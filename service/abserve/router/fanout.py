@@ -40,8 +40,8 @@ import orjson
 from abserve.base.event_stream import SSEParser
 from abserve.model.records import ArmOutcome, ErrorClass
 from abserve.model.token_lists import PositionLists
+from abserve.openai_request.errors import error_body
 from abserve.router.augment import Additions, strip
-from abserve.router.errors import error_body
 from abserve.router.http1 import ArmTransportError, Body
 from abserve.router.settings import Deadlines
 from abserve.router.sse import DONE, Transcript

@@ -28,9 +28,9 @@ from typing import Any
 import orjson
 
 from abserve.model.records import ArmOutcome, PositionLogprobs, TopLogprob
+from abserve.openai_request.validation import Endpoint
 from abserve.router.fanout import ArmCall
 from abserve.router.upstream import UpstreamError
-from abserve.router.validation import Endpoint
 
 log = logging.getLogger("abserve.router")
 _SPACE = 16**16  # the first 16 hex digits of the fingerprint, as a fraction of this

@@ -31,10 +31,10 @@ from typing import Protocol
 
 from abserve.model.records import Exchange
 from abserve.model.token_lists import RoutedExchange
+from abserve.openai_request.validation import CheckedRequest, identify
 from abserve.router.fanout import FanOut
 from abserve.router.metrics import RouterMetrics
 from abserve.router.prompt_sample import probe, sampled
-from abserve.router.validation import CheckedRequest, identify
 
 log = logging.getLogger("abserve.router")
 

@@ -32,7 +32,7 @@ import asyncio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from abserve.router.errors import error_body
+from abserve.openai_request.errors import error_body
 from abserve.router.fanout import FanOut, Head, Relay
 
 NOT_STORED = "the exchange could not be stored; its answer is withheld"

@@ -3,7 +3,7 @@
 ``prompt_key`` is the SHA-256 of a prompt's text and its image hashes, so a request saved by
 one tool is matched with the same request saved by another (or by an abserve arm) by what was
 asked, never by position. The text is what abserve's router keeps as ``prompt_text``
-(``abserve.router.validation.identify``): every text part of every message, in order, joined
+(``abserve.openai_request.validation.identify``): every text part of every message, in order, joined
 by newlines (a completions prompt as it is); the image hashes are the router's
 ``url_hash.record_hash`` of each image URL (XXH3-128), so keys agree with an abserve arm that
 stored its prompt text. A tool that saved the request body (AIPerf's ``inputs.json``,
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from abserve.base.url_hash import record_hash
-from abserve.router.errors import RouterError
-from abserve.router.parts import classify
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.parts import classify
 
 
 def prompt_key(text: str, image_hashes: Sequence[str] = ()) -> str:

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abserve.router import body_json
-from abserve.router.validation import parse_json
+from abserve.openai_request import body_json
+from abserve.openai_request.validation import parse_json
 
 MIN_CUT = 8
 PAYLOAD = st.text(alphabet=st.sampled_from([*"AZaz09+/=;,", '"', "\\", "\n", "\x01", "é",

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
+from abserve.openai_request.errors import RouterError
 from abserve.router.body_pace import paced
-from abserve.router.errors import RouterError
 
 WINDOW = 0.2
 

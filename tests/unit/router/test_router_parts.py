@@ -1,4 +1,4 @@
-"""Content parts as vLLM reads them (``router.parts``), and the router's checks built on them:
+"""Content parts as vLLM reads them (``openai_request.parts``), and the router's checks built on them:
 every media URL vLLM would load is checked, and every image counts toward the limit."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from abserve.base.url_hash import record_hash
-from abserve.router.errors import RouterError
-from abserve.router.parts import classify
-from abserve.router.validation import CheckedRequest, check_request, identify
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.parts import classify
+from abserve.openai_request.validation import CheckedRequest, check_request, identify
 
 METADATA = "http://169.254.169.254/latest/meta-data"
 LOOPBACK = "http://127.0.0.1:8000/x.png"

@@ -22,9 +22,9 @@ from vllm.renderers.chat_utils import (
     _parse_chat_message_content_part,
 )
 
-from abserve.router.errors import RouterError
-from abserve.router.security import check_media_url
-from abserve.router.validation import check_request
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.media_urls import check_media_url
+from abserve.openai_request.validation import check_request
 
 # imports torch and vLLM: make test runs it, make test-fast does not even collect it
 pytestmark = pytest.mark.slow

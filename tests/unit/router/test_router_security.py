@@ -7,9 +7,10 @@ from pydantic import SecretStr, ValidationError
 
 from abserve.base.event_stream import SSEParser
 from abserve.model.records import ArmOutcome
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.media_urls import check_media_url, media_host
 from abserve.router.augment import Additions, augment, strip
-from abserve.router.errors import RouterError
-from abserve.router.security import check_bearer, check_media_url, media_host
+from abserve.router.security import check_bearer
 from abserve.router.settings import RouterSettings
 from abserve.router.sse import Transcript
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abserve.router.validation import CheckedRequest, identify
+from abserve.openai_request.validation import CheckedRequest, identify
 from abserve.saved.keys import body_identity, body_key, prompt_key, tpot
 
 IMAGE = "data:image/png;base64,iVBORw0KGgo="

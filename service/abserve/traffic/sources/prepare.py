@@ -1,8 +1,8 @@
 """Make an imported request sendable, or say exactly why it is not: the router's rules, early.
 
 ``prepare`` checks one request the way the run's router will (its schema, its image count,
-its body limit, its media rule: ``abserve.router.security.media_host`` with the hosts the
-router AND the arms allow) so a file that would be refused halfway is refused before the
+its body limit, its media rule: ``abserve.openai_request.media_urls.media_host`` with the
+hosts the router AND the arms allow) so a file that would be refused halfway is refused before the
 first request. Images named by a local path (relative to the traffic file, ``file://``
 allowed) are read and inlined as data URLs; ``http(s)`` URLs are only checked, never fetched.
 A request that asks for sampling is sent as it is when the router allows seeded sampling,
@@ -29,10 +29,10 @@ import orjson
 from PIL import Image, UnidentifiedImageError
 
 from abserve.model.records import TAG_HEADER_PREFIX
-from abserve.router.errors import RouterError
-from abserve.router.parts import classify
-from abserve.router.security import media_host
-from abserve.router.validation import SAMPLING_EPS, check_depth, check_schema
+from abserve.openai_request.errors import RouterError
+from abserve.openai_request.media_urls import media_host
+from abserve.openai_request.parts import classify
+from abserve.openai_request.validation import SAMPLING_EPS, check_depth, check_schema
 from abserve.traffic.corpus import CorpusEntry, check_tags
 from abserve.traffic.images import data_url_bytes
 from abserve.traffic.sources.imported import ENDPOINT_PATHS, Imported, LineError
