@@ -1,6 +1,6 @@
 """Where the hybrid lookup should switch from the linear scan to vLLM's bisect helper.
 
-Times ``abserve.plugin.lookup.linear_window`` against vLLM's ``get_mm_features_in_window`` on real vLLM
+Times ``abserve.vllm_plugin.lookup.linear_window`` against vLLM's ``get_mm_features_in_window`` on real vLLM
 ``MultiModalFeatureSpec`` objects for k = 1..64 items and three windows: ``first`` (a prefill
 chunk over the first item: the scan stops at once), ``middle`` (a 64-token chunk in the middle
 of the prompt) and ``decode`` (one token past the prompt, what the V1 runner asks on every decode
@@ -8,7 +8,7 @@ step: the scan's worst case, it reads every item). Rounds are interleaved (every
 every cell and both functions in a fresh random order, garbage collector off, ~0.3 ms batches)
 and the fastest round is kept (interference only adds time). The crossover of a window is the
 smallest k from which bisect is faster at every larger k measured; ``mixed`` sums a decode and a
-middle call (a generation makes both kinds), and ``abserve.plugin.lookup.HYBRID_THRESHOLD`` is set from
+middle call (a generation makes both kinds), and ``abserve.vllm_plugin.lookup.HYBRID_THRESHOLD`` is set from
 its crossover.
 
     .venv/bin/python -m benchmarks.hybrid_threshold [--rounds 61] [--json out.json]
@@ -29,7 +29,7 @@ from vllm import __version__ as vllm_version
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 from vllm.multimodal.utils import get_mm_features_in_window
 
-from abserve.plugin.lookup import HYBRID_THRESHOLD, linear_window
+from abserve.vllm_plugin.lookup import HYBRID_THRESHOLD, linear_window
 
 Lookup = Callable[..., tuple[int, int]]
 FUNCS: dict[str, Lookup] = {"linear": linear_window, "bisect": get_mm_features_in_window}

@@ -1,8 +1,8 @@
 """Micro-benchmark of the window lookup: vLLM's helper vs abserve's linear and bisect lookups.
 
 Measures microseconds per call of ``vllm.multimodal.utils.get_mm_features_in_window`` (the change
-under test, arm ``b`` in a served comparison), ``abserve.plugin.lookup.linear_window`` (the scan it
-replaced, arm ``a``) and ``abserve.plugin.lookup.bisect_window`` (vLLM's algorithm re-stated) on real
+under test, arm ``b`` in a served comparison), ``abserve.vllm_plugin.lookup.linear_window`` (the scan it
+replaced, arm ``a``) and ``abserve.vllm_plugin.lookup.bisect_window`` (vLLM's algorithm re-stated) on real
 vLLM ``MultiModalFeatureSpec`` objects, for requests of k items and a token window at the start,
 middle or end of the prompt, or just past it (a V1 decode step). All three are measured side by
 side in one run, interleaved: every round visits every (k, window) in a fresh random order and
@@ -32,7 +32,7 @@ from vllm import __version__ as vllm_version
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 from vllm.multimodal.utils import get_mm_features_in_window
 
-from abserve.plugin.lookup import bisect_probes, bisect_window, linear_examined, linear_window
+from abserve.vllm_plugin.lookup import bisect_probes, bisect_window, linear_examined, linear_window
 
 Lookup = Callable[..., tuple[int, int]]  # vLLM types its helper for its own feature class
 LOOKUPS: dict[str, Lookup] = {

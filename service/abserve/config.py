@@ -28,9 +28,9 @@ from abserve.compare.capacity_search import CapacityConfig
 from abserve.model.arms import ArgValue, ArmConfig, Lookup, ServerFlags
 from abserve.model.placement import Order, is_balanced, plan_blocks
 from abserve.model.roles import Role, baselines, resolve_roles
-from abserve.plugin.mutants import V1_RUNNER_ONLY, V2_RUNNER_ENV
 from abserve.traffic.remote import LoadWorkers
 from abserve.traffic.sources.spec import FileOptions, FileSource, label_for
+from abserve.vllm_plugin.mutants import V1_RUNNER_ONLY, V2_RUNNER_ENV
 
 __all__ = ["ArgValue", "ArmConfig", "ExperimentConfig", "LoadItem", "Lookup", "Role", "load_experiment"]
 

@@ -10,7 +10,7 @@ a sign-off of cpu-default was accepted, ``tests.support.accepted_store``) and sh
 budget, so both fit in a few minutes on 2 cores: one user, 64-127 images and a few hundred words
 per request (a time to first token of about half a second, so the ttft.p99 guard's 10% per
 request stands above the scheduler's jitter), 16 tokens out. The regressed build is today's
-build with the TEST-ONLY ``slow`` mutant (``abserve.plugin.mutants``: 2 ms of busy work on every
+build with the TEST-ONLY ``slow`` mutant (``abserve.vllm_plugin.mutants``: 2 ms of busy work on every
 lookup call).
 
 The policy is the shipped one with one rule off: the neighbour rule (foreign load on the arms'

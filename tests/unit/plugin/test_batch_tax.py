@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from abserve.plugin import mutants
+from abserve.vllm_plugin import mutants
 
 
 def test_the_tax_is_zero_at_one_request_and_grows_with_the_batch() -> None:

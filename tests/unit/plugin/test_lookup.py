@@ -1,4 +1,4 @@
-"""abserve.plugin.lookup against vLLM's own window helper: properties and pinned edge cases.
+"""abserve.vllm_plugin.lookup against vLLM's own window helper: properties and pinned edge cases.
 
 Features are built from vLLM's real ``PlaceholderRange``; the helper reads only
 ``feature.mm_position.offset`` / ``.length``, so the feature itself is a small stand-in (one test
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from vllm.multimodal import utils as vllm_utils
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 
-from abserve.plugin.lookup import (
+from abserve.vllm_plugin.lookup import (
     LOOKUPS,
     WindowViolation,
     bisect_probes,
@@ -300,7 +300,7 @@ def test_hybrid_examined_counts_the_work_of_the_branch_taken(
 def test_hybrid_threshold_is_the_measured_constant_unless_overridden(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from abserve.plugin import lookup
+    from abserve.vllm_plugin import lookup
 
     monkeypatch.delenv(lookup.HYBRID_THRESHOLD_ENV, raising=False)
     assert hybrid_threshold() == lookup.HYBRID_THRESHOLD

@@ -22,7 +22,7 @@ try:  # the only test of the MRV2 path: if vLLM moves the module, fail and say s
 except ImportError as exc:
     raise ImportError(
         "vLLM's Model Runner V2 encoder runner (vllm.v1.worker.gpu.mm.encoder_runner) no longer "
-        "imports; abserve's plugin patches it by that name (vllm_plugin.py), so find where "
+        "imports; abserve's plugin patches it by that name (abserve.vllm_plugin), so find where "
         f"gather_mm_embeddings moved and update both: {exc}") from exc
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
 

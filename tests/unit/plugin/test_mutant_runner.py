@@ -2,7 +2,8 @@
 
 Model Runner V2 (the GPU default, ``VLLM_USE_V2_MODEL_RUNNER=1``) looks the multimodal window up
 only for prefilling requests and has no ``GPUModelRunner``, so ``decode-stall``, ``slow``,
-``dense-slow`` and ``embed-fault`` would inject nothing there (``abserve.plugin.mutants.V1_RUNNER_ONLY``).
+``dense-slow`` and ``embed-fault`` would inject nothing there
+(``abserve.vllm_plugin.mutants.V1_RUNNER_ONLY``).
 The config reader refuses such an arm when the config asks for V2; compose's reader also when the
 config leaves the runner unset (docker-compose.yml passes ``${VLLM_USE_V2_MODEL_RUNNER:-1}``).
 The shipped configs are read as they are: none of them may be refused.
@@ -16,7 +17,7 @@ import pytest
 
 from abserve.config import ConfigError, load_experiment
 from abserve.deploy.compose_env import load_experiment as load_for_compose
-from abserve.plugin.mutants import MUTANTS, V1_RUNNER_ONLY
+from abserve.vllm_plugin.mutants import MUTANTS, V1_RUNNER_ONLY
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU_3B = ROOT / "configs" / "gpu-qwen2.5-vl-3b.yaml"

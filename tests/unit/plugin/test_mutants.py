@@ -7,8 +7,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from abserve.plugin import mutants
-from abserve.plugin.lookup import linear_window
+from abserve.vllm_plugin import mutants
+from abserve.vllm_plugin.lookup import linear_window
 
 
 def feats(*spans: tuple[int, int]) -> list[NS]:

@@ -16,7 +16,7 @@ from vllm.v1.request import Request
 
 from abserve import vllm_plugin
 from abserve.model.telemetry import ProcessTelemetry
-from abserve.plugin import mutants
+from abserve.vllm_plugin import mutants
 
 # imports torch and vLLM: make test runs it, make test-fast does not even collect it
 pytestmark = pytest.mark.slow

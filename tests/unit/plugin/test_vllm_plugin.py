@@ -21,7 +21,7 @@ import pytest
 
 from abserve import vllm_plugin
 from abserve.model.telemetry import read_telemetry
-from abserve.plugin.lookup import bisect_probes
+from abserve.vllm_plugin.lookup import bisect_probes
 
 RUNNER = vllm_plugin.RUNNER_MODULES
 ENGINE = vllm_plugin.ENGINE_MODULES

@@ -1,17 +1,22 @@
 """The vLLM plugin: choose the multimodal window lookup, prove it ran, count its work.
 
-Registered under the ``vllm.general_plugins`` entry point, so vLLM calls ``register()``
-once in every process it starts (API server, engine core, workers).
+Registered under the ``vllm.general_plugins`` entry point (``abserve.vllm_plugin:register``),
+so vLLM calls ``register()`` once in every process it starts (API server, engine core,
+workers). Everything that runs inside vLLM is this one package: this module (the import hook,
+the wrappers, the telemetry flush), ``lookup`` (the lookups under comparison) and ``mutants``
+(the test-only faults). It and what it imports (``abserve.base.parent_watch``,
+``abserve.model.telemetry``) are stdlib only, so an arm's own venv needs nothing else of
+abserve's.
 
 - ``ABSERVE_MM_LOOKUP=linear|bisect|hybrid`` selects the lookup (``hybrid``: the linear
-  scan below ``ABSERVE_MM_HYBRID_THRESHOLD`` items, default ``abserve.plugin.lookup.HYBRID_THRESHOLD``,
+  scan below ``ABSERVE_MM_HYBRID_THRESHOLD`` items, default ``abserve.vllm_plugin.lookup.HYBRID_THRESHOLD``,
   vLLM's own helper from there on). Unset or empty: this plugin
   does nothing at all, and vLLM runs untouched.
 - ``ABSERVE_MM_LOOKUP_SCOPE=runner`` (default) patches the model-runner modules that bind
   ``get_mm_features_in_window`` by name (MRV2 ``encoder_runner`` and ``mm_pruning``, V1
   ``gpu_model_runner``); ``all`` also patches the engine core's scheduler,
   ``kv_cache_utils`` and ``block_pool``.
-- ``ABSERVE_MUTANT=salt-prefix`` (TEST-ONLY, ``abserve.mutants``) also patches
+- ``ABSERVE_MUTANT=salt-prefix`` (TEST-ONLY, ``abserve.vllm_plugin.mutants``) also patches
   ``vllm.v1.request`` (the engine core's requests): every request's prefix-cache key is
   salted with its own id, each salted request counted as an injected fault.
 - ``ABSERVE_TELEMETRY_DIR`` (optional) receives one JSON file per process (see
@@ -31,7 +36,7 @@ that values vLLM sets itself (``CUBLAS_WORKSPACE_CONFIG`` under batch invariance
 ones recorded (``abserve.model.telemetry.RECORDED_ENV``). A module absent from the installed vLLM is
 skipped and recorded as such (vLLM 0.24-0.33 differ); a module that exists but does not
 bind the helper is recorded too. ``bisect`` wraps vLLM's own helper (the change under
-test, unmodified); ``linear`` runs ``abserve.plugin.lookup.linear_window`` (the pre-change scan);
+test, unmodified); ``linear`` runs ``abserve.vllm_plugin.lookup.linear_window`` (the pre-change scan);
 ``hybrid`` dispatches between the two on the number of items. All wrappers pay the same
 counting overhead. Stdlib and vLLM only.
 """
@@ -54,7 +59,7 @@ from typing import Any
 
 from abserve.base.parent_watch import stop_group_when_orphaned
 from abserve.model.telemetry import ProcessTelemetry, TelemetryWriter, process_role
-from abserve.plugin import lookup, mutants
+from abserve.vllm_plugin import lookup, mutants
 
 logger = logging.getLogger("abserve.vllm_plugin")
 
@@ -267,7 +272,7 @@ def make_lookup(
     """The counted lookup for a mode; ``bisect`` is vLLM's own helper, unmodified.
 
     The work count is computed from the result after the timed call (exact, see
-    ``abserve.plugin.lookup``), so both arms pay the same small bookkeeping outside the timing.
+    ``abserve.vllm_plugin.lookup``), so both arms pay the same small bookkeeping outside the timing.
     """
     chosen, examined = _lookup_of(mode, vllm_helper)
     chosen = mutants.mutate_lookup(mutant, chosen)

@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any
 
-from abserve.plugin.lookup import Feature, linear_window
+from abserve.vllm_plugin.lookup import Feature, linear_window
 
 MUTANT_ENV = "ABSERVE_MUTANT"
 DELAY_ENV = "ABSERVE_MUTANT_DELAY_US"
