@@ -143,8 +143,8 @@ def test_results_table_shows_expected_and_actual_per_check() -> None:
 def test_sleeping_slow_mutant_takes_its_delay_and_returns_the_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from abserve.plugin import mutants
-    from abserve.plugin.lookup import linear_window
+    from abserve.vllm_plugin import mutants
+    from abserve.vllm_plugin.lookup import linear_window
 
     monkeypatch.setenv(mutants.MUTANT_ENV, "slow")
     monkeypatch.setenv(mutants.DELAY_ENV, "3000")
