@@ -23,6 +23,7 @@ def load_bench() -> ModuleType:
     return module
 
 
+@pytest.mark.process  # platform.processor() runs `uname -p` once a process (torch's import did it first)
 def test_bench_runs_and_reports_every_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bench = load_bench()
     out = tmp_path / "rows.json"
