@@ -40,7 +40,7 @@ from abserve.compare.judge import select_judged
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import ArmRoles
 from abserve.compare.sequential import Design, coefficient_path
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.compare.verdict import threshold_for
 from abserve.store.latest import latest_run
 

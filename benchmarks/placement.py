@@ -27,7 +27,7 @@ from abserve.compare.blocked import blocked_shift
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.placement import sample_levels
 from abserve.compare.policy import Policy
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.compare.warmup import drop_warmup
 from abserve.store.latest import latest_run
 

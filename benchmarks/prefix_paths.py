@@ -20,9 +20,9 @@ from unittest import mock
 import numpy as np
 from tests.unit.compare.test_prefix_order import OldPrefixForRunningPath, old_quantile_path
 
-from abserve.compare import ols_path
-from abserve.compare.anytime import Interval
 from abserve.compare.quantile_cs import quantile_path
+from abserve.compare.stats import ols_path
+from abserve.compare.stats.anytime import Interval
 
 EVERY = 16
 

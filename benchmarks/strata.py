@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abserve.compare.anytime import anytime_ols
 from abserve.compare.quantile_cs import paired_excess, spread_decision
 from abserve.compare.sequential import winsorize
+from abserve.compare.stats.anytime import anytime_ols
 
 ALPHA = 0.05
 ROUND = 6

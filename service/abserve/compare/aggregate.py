@@ -18,7 +18,7 @@ from abserve.compare.equality import CLASSES, PairDigest, PairResult, compare_pa
 from abserve.compare.latency import items_of
 from abserve.compare.model import ClassCounts, EqualityLine
 from abserve.compare.policy import Policy, bucket_label
-from abserve.compare.stats import clopper_pearson, quantiles
+from abserve.compare.stats.paired import clopper_pearson, quantiles
 from abserve.model.records import Exchange
 
 MAX_EXAMPLES = 25

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.model.placement import parse_placement
 
 WARMUP_BLOCK = "warmup"  # the orchestrator's warm-up requests, never part of the design

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from abserve.compare.latency import RequestLatency
 from abserve.compare.model import Outcome
-from abserve.compare.stats import clopper_pearson
+from abserve.compare.stats.paired import clopper_pearson
 
 
 class Slo(BaseModel):

@@ -1,5 +1,8 @@
-"""The gates of a sequential judgment (``abserve.compare.judge_sequential``): one ``MetricLine``
-each (built by ``abserve.compare.gate_line``), decided or not yet.
+"""The gate lines of a judgment: one ``MetricLine`` each (built by ``abserve.compare.gate_line``),
+decided or not yet. The sequential judgment (``judge_sequential``, and ``strata`` for its
+strata) builds its lines here; the fixed judgment (``judge_fixed``) shares the decisions and
+stubs (``decide_improvement``, ``decide_per_item``, ``improvement_stub``, ``per_item_stub``,
+``varied``); ``runs.rounds`` asks ``stop_now``.
 
 - ``shift_line``: a latency rule (``hl``) judged on the anytime-valid counterbalanced shift:
   ``pass`` when the whole interval is within the allowance, ``fail`` when beyond it. Its

@@ -49,7 +49,7 @@ from abserve.compare.pacing import pacing_statement, withhold_fails
 from abserve.compare.placement import placement_line
 from abserve.compare.policy import Mode, Policy, bucket_label
 from abserve.compare.prefix_cache import arm_labels, prefix_cache_finding
-from abserve.compare.stats import evenly, hodges_lehmann, quantiles, theil_sen_trend
+from abserve.compare.stats.paired import evenly, hodges_lehmann, quantiles, theil_sen_trend
 from abserve.compare.turns import turn_rows
 from abserve.compare.verdict import invalid_reasons, overall
 from abserve.model.records import Exchange, RunInfo

@@ -39,7 +39,7 @@ from abserve.compare.latency import RequestLatency, items_of, paired_sample
 from abserve.compare.model import EqualityLine, EqualityVerdict, MetricLine
 from abserve.compare.placement import bias_guard, sample_levels, shift_of
 from abserve.compare.policy import ImprovementRule, MetricRule, PerItemRule, Policy
-from abserve.compare.stats import bootstrap_quantile_diff, evenly, hodges_lehmann, theil_sen_trend
+from abserve.compare.stats.paired import bootstrap_quantile_diff, evenly, hodges_lehmann, theil_sen_trend
 from abserve.compare.strata import stratum_lines
 from abserve.compare.verdict import equality_verdict, latency_outcome, threshold_for
 from abserve.compare.warmup import fixed_warmup
@@ -147,7 +147,7 @@ def improvement_once(rule: ImprovementRule, exchanges: list[Exchange], lat: Late
 
 def per_item_once(rule: PerItemRule, exchanges: list[Exchange], lat: Latencies, policy: Policy) -> MetricLine:
     """The cost per item at one look: the Theil-Sen slope of the paired difference against
-    items per request, with its interval (at most ``stats.TREND_POINTS`` pairs, evenly spaced)."""
+    items per request, with its interval (at most ``stats.paired.TREND_POINTS`` pairs, evenly spaced)."""
     roles = policy.arms
     sample = paired_sample(exchanges, lat, rule.metric, roles.baseline, roles.candidate)
     items = sample.items

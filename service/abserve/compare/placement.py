@@ -18,7 +18,7 @@ from abserve.compare.blocked import BlockedShift, blocked_shift, placements
 from abserve.compare.latency import PairedSample, RequestLatency, paired_sample
 from abserve.compare.model import Outcome, PlacementLevel, PlacementLine
 from abserve.compare.policy import MetricRule, Policy
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.compare.verdict import latency_outcome
 from abserve.model.records import Exchange
 

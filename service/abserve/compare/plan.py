@@ -22,9 +22,9 @@ import numpy as np
 from pydantic import BaseModel
 from scipy import stats as sps
 
-from abserve.compare.anytime import mixture_radius
 from abserve.compare.latency import paired_sample, request_latency
 from abserve.compare.policy import Policy
+from abserve.compare.stats.anytime import mixture_radius
 from abserve.compare.warmup import drop_warmup
 from abserve.model.records import Exchange
 

@@ -42,7 +42,7 @@ import numpy as np
 from scipy.special import betaln
 
 from abserve.compare.latency import RequestLatency
-from abserve.compare.prefix_order import PrefixOrder, linear_quantile
+from abserve.compare.stats.prefix_order import PrefixOrder, linear_quantile
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]
 

@@ -38,10 +38,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from abserve.compare.anytime import rate_sequence
 from abserve.compare.plan import anytime_pairs_needed, first_true, requests_needed
 from abserve.compare.policy import MetricRule, Policy, StratumRule
 from abserve.compare.quantile_cs import accepted_counts
+from abserve.compare.stats.anytime import rate_sequence
 from abserve.compare.strata import IMAGE_TAGS, gate_count, label
 
 # sd of the per-request paired difference over the baseline value, CPU default on this machine

@@ -13,7 +13,7 @@ look the paired differences ``candidate - baseline`` are fitted with a linear mo
   moved from the first judged exchange to the last;
 - an *improvement* claim: the shift on the stratum of requests with at least ``min_items``.
 
-Every coefficient carries an anytime-valid interval (``abserve.compare.anytime``) at every
+Every coefficient carries an anytime-valid interval (``abserve.compare.stats.anytime``) at every
 look; the trajectory of every look is kept for the report. Each look is valid on its own, so
 a run may stop at the first look that decides; the intervals are not intersected over looks
 (an intersection keeps an early narrow interval after the noise grew, which misleads when
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abserve.compare.anytime import anytime_ols
 from abserve.compare.blocked import placements
-from abserve.compare.interval import Interval
 from abserve.compare.latency import PairedSample
 from abserve.compare.model import Look
-from abserve.compare.ols_path import running_path
+from abserve.compare.stats.anytime import anytime_ols
+from abserve.compare.stats.interval import Interval
+from abserve.compare.stats.ols_path import running_path
 from abserve.model.records import Exchange
 
 

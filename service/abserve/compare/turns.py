@@ -22,7 +22,7 @@ from abserve.compare.gate_line import finite
 from abserve.compare.latency import RequestLatency, paired_sample
 from abserve.compare.model import TurnRow
 from abserve.compare.policy import Policy
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.model.records import Exchange
 
 Latencies = Mapping[str, Mapping[str, RequestLatency | None]]

@@ -36,10 +36,10 @@ from scipy import stats as sps
 
 from abserve.base.units import ms
 from abserve.compare.gate_line import finite, gate_line
-from abserve.compare.interval import Interval
 from abserve.compare.model import MetricLine
 from abserve.compare.policy import MetricRule, Policy
-from abserve.compare.two_sample import (
+from abserve.compare.stats.interval import Interval
+from abserve.compare.stats.two_sample import (
     Array,
     hl_shift,
     quantile_difference,

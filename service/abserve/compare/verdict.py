@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from abserve.base.units import ms
-from abserve.compare.anytime import rate_sequence
 from abserve.compare.model import EXIT_CODES, EqualityVerdict, Outcome
 from abserve.compare.policy import MetricRule, Policy
-from abserve.compare.stats import clopper_pearson, exceeds_rate, excess_over_floor
+from abserve.compare.stats.anytime import rate_sequence
+from abserve.compare.stats.paired import clopper_pearson, exceeds_rate, excess_over_floor
 from abserve.model.records import Exchange, RunInfo
 
 

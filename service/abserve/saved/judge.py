@@ -27,7 +27,7 @@ from abserve.compare.model import (
     UnpairedFacts,
 )
 from abserve.compare.policy import Policy
-from abserve.compare.stats import clopper_pearson
+from abserve.compare.stats.paired import clopper_pearson
 from abserve.compare.unpaired import UnpairedShift, measured_spread, unpaired_line
 from abserve.compare.verdict import equality_verdict, overall
 from abserve.saved.collect import METRICS, RunData, Sides

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from abserve.compare.anytime import anytime_ols, mixture_radius, rate_sequence
+from abserve.compare.stats.anytime import anytime_ols, mixture_radius, rate_sequence
 
 ALPHA = 0.05
 

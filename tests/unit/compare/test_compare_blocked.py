@@ -12,7 +12,7 @@ from tests.support.records_factory import arm, exchange, run_info
 from abserve.compare import Policy, judge
 from abserve.compare.blocked import blocked_shift, pair_placement
 from abserve.compare.policy import MetricRule
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 from abserve.model.records import Exchange
 
 ABBA = [0, 1, 1, 0]

@@ -10,7 +10,7 @@ from tests.support.records_factory import ab_run
 
 from abserve.compare.plan import plan, requests_for_mismatch, requests_needed, robust_sigma
 from abserve.compare.policy import Policy
-from abserve.compare.stats import hodges_lehmann
+from abserve.compare.stats.paired import hodges_lehmann
 
 
 def test_planned_n_reaches_the_requested_power_in_simulation() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from abserve.compare.stats import (
+from abserve.compare.stats.paired import (
     bootstrap_quantile_diff,
     clopper_pearson,
     excess_over_floor,

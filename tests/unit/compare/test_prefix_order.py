@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abserve.compare import ols_path
-from abserve.compare.interval import Interval
-from abserve.compare.ols_path import SortedPrefix, first_false, running_path
-from abserve.compare.prefix_order import PrefixOrder, linear_quantile
 from abserve.compare.quantile_cs import QuantileBounds, accepted_ranges, quantile_path
+from abserve.compare.stats import ols_path
+from abserve.compare.stats.interval import Interval
+from abserve.compare.stats.ols_path import SortedPrefix, first_false, running_path
+from abserve.compare.stats.prefix_order import PrefixOrder, linear_quantile
 
 
 class OldSortedPrefix:

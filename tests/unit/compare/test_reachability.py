@@ -9,7 +9,6 @@ import math
 import pytest
 from tests.support.strata_runs import judged, policy, run
 
-from abserve.compare.anytime import mixture_radius, rate_sequence
 from abserve.compare.gates import stop_now
 from abserve.compare.plan import anytime_pairs_needed
 from abserve.compare.reachability import (
@@ -20,6 +19,7 @@ from abserve.compare.reachability import (
     request_seconds,
     tail_pairs,
 )
+from abserve.compare.stats.anytime import mixture_radius, rate_sequence
 
 FILE = TrafficPart("file-chat", 40, {1: 10.0, 3: 20.0, 6: 10.0}, True, {"tenant": frozenset({"t0"})}, 2.0)
 DENSE = TrafficPart("many-items", 40, dict.fromkeys(range(128, 513), 1.0), False, seconds=4.0)

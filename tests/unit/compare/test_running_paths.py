@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from abserve.compare import sequential as sq
-from abserve.compare.anytime import anytime_ols
-from abserve.compare.interval import Interval
 from abserve.compare.model import Look
-from abserve.compare.ols_path import DIRECT_BELOW, SortedPrefix, running_path
 from abserve.compare.quantile_cs import accepted_counts, accepted_ranges, quantile_path, quantile_sequence
+from abserve.compare.stats.anytime import anytime_ols
+from abserve.compare.stats.interval import Interval
+from abserve.compare.stats.ols_path import DIRECT_BELOW, SortedPrefix, running_path
 from abserve.compare.warmup import _mser_argmin
 
 

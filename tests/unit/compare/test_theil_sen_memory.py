@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from abserve.compare.stats import TREND_POINTS, theil_sen_trend
+from abserve.compare.stats.paired import TREND_POINTS, theil_sen_trend
 
 PEAK_BOUND = 48 * 2**20  # bytes at TREND_POINTS points; measured 41 MiB (scipy's way: 206 MiB)
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abserve.compare.two_sample import hl_shift, kth_difference, quantile_difference, quantile_interval
+from abserve.compare.stats.two_sample import hl_shift, kth_difference, quantile_difference, quantile_interval
 
 values = st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=25)
 

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import betaln
 
-from abserve.compare.interval import Interval
+from abserve.compare.stats.interval import Interval
 
 
 @dataclass(frozen=True)

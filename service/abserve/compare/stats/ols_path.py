@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from abserve.compare.anytime import OlsFit, fit_from_moments
-from abserve.compare.interval import Interval
-from abserve.compare.prefix_order import PrefixOrder
+from abserve.compare.stats.anytime import OlsFit, fit_from_moments
+from abserve.compare.stats.interval import Interval
+from abserve.compare.stats.prefix_order import PrefixOrder
 
 DIRECT_BELOW = 64  # looks of fewer pairs are fitted directly (cheap, and where rounding is largest)
 RSS_FLOOR = 1e-6  # a residual sum of squares below this share of z'z is recomputed directly

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as sps
 
-from abserve.compare.interval import Interval
+from abserve.compare.stats.interval import Interval
 
 EXACT_LIMIT = 400  # largest n for which the signed-rank null distribution is computed exactly
 

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from abserve.compare.interval import Interval
+from abserve.compare.stats.interval import Interval
 
 Array = NDArray[np.float64]
 HL_CAP = 20_000  # values per sample that the shift's order statistics are searched over
