@@ -38,7 +38,9 @@ class CapacityConfig(BaseModel):
     set: dict[str, Any] = Field(default_factory=dict)  # over the profile's own ``set:`` (dotted keys)
     arrivals: Literal["poisson", "constant"] = "poisson"
     seed: int = 0
-    users: int = Field(default=64, ge=1, le=4096)  # Locust users: more than ever in flight at once
+    # Locust users (at least): a step gets enough that every arrival of the step and its drain could
+    # be in flight at once (``users_for``), so lateness is the generator's, never a user shortage
+    users: int = Field(default=64, ge=1, le=4096)
     start_rate: float = Field(gt=0)
     growth: float = Field(default=1.5, gt=1.0, le=4.0)
     resolution: float = Field(default=0.1, gt=0.0, le=1.0)  # bracket f/h within 1 + resolution
@@ -66,6 +68,10 @@ class CapacityConfig(BaseModel):
     def rules(self) -> CapacityRules:
         return CapacityRules(slo=self.slo, attainment=self.attainment, confidence=self.confidence,
                              bootstrap=self.bootstrap, goodput=self.goodput, throughput=self.throughput)
+
+    def users_for(self, rate: float) -> int:
+        """Locust users for a step at ``rate``: none of its arrivals waits for a free user."""
+        return min(4096, max(self.users, math.ceil(rate * (self.step_s + self.drain_s)) + 8))
 
     @property
     def step_cost_s(self) -> float:

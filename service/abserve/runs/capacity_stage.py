@@ -127,6 +127,9 @@ class CapacityRun:
         ctx, cap = self.ctx, self.cap
         self.paths.log("x").parent.mkdir(parents=True, exist_ok=True)
         settings = router_settings(ctx.config, ctx.servers, self.paths, self.run_id, free_port())
+        # every user of the fastest step may wait for its answer at once: none refused for that
+        settings["max_concurrency"] = max(int(str(settings.get("max_concurrency", 256))),
+                                          cap.users_for(cap.max_rate))
         router = RouterProcess(settings, self.paths, secrets.token_urlsafe(24),
                                arm_servers.router_arms(ctx.config, ctx.servers)[1])
         began = time.monotonic()
@@ -188,7 +191,7 @@ class CapacityRun:
         ctx, cap, item = self.ctx, self.cap, self._item()
         out_dir = self.paths.out / f"step-{index}"
         run_load(LoadSpec(
-            item.profile, router.url, duration=cap.step_s, users=cap.users,
+            item.profile, router.url, duration=cap.step_s, users=cap.users_for(rate),
             seed=cap.seed + 7919 * (index + 1), run_id=self.run_id, out_dir=out_dir,
             model=ctx.config.model.served_name,
             tokenize_url=arm_servers.tokenize_url(ctx.config, ctx.servers),

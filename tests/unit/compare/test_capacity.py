@@ -80,6 +80,12 @@ def test_steps_to_resolve_counts_bisections() -> None:
     assert steps_to_resolve({"a": (None, 0.5)}, cap) == 2
 
 
+def test_every_arrival_of_a_step_could_be_in_flight_at_once() -> None:
+    cap = _cap(users=64)
+    assert cap.users_for(0.5) == 64
+    assert cap.users_for(5.0) == 5 * (60 + 10) + 8
+
+
 def test_config_refuses_a_drain_shorter_than_the_slo() -> None:
     with pytest.raises(ValueError, match="drain_s"):
         _cap(drain_s=2.0)
