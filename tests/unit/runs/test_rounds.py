@@ -173,9 +173,9 @@ def test_a_guilty_looking_tail_guard_holds_the_run_past_its_budget_up_to_tail_re
     assert should_stop(without, guilty, now - 95, 10.0, 12)  # no tail_requests: the budget ends it
     assert "held" not in without.stop_reason
     failed = _judgment(("equality", True, "pass"), ("tpot.hl", True, "pass"), ("e2e.p99", True, "fail"))
-    held = RoundLog(budget=budget, rounds=10, requests=200, tail_held=130)
-    assert should_stop(held, failed, now - 300, 10.0, 12)
-    assert held.stop_reason.startswith("decided after 10 rounds: e2e.p99 failed; tail guards that looked")
+    long_run = RoundLog(budget=budget, rounds=10, requests=200, tail_held=130)
+    assert should_stop(long_run, failed, now - 300, 10.0, 12)
+    assert long_run.stop_reason.startswith("decided after 10 rounds: e2e.p99 failed; tail guards that looked")
 
 
 def _family(**judgments: Judgment) -> FamilyJudgment:
