@@ -25,7 +25,7 @@ def test_capacity_stage_measures_both_arms_and_reports_its_gates(tmp_path: Path,
         "strata": [], "per_item": [],
         "metrics": [{"metric": "tpot", "statistic": "hl", "allowed_relative": 0.025, "critical": False}]}))
     config = small_config(tmp_path, budget=None, policy=str(policy), capacity={
-        "slo": {"e2e_s": 4.0}, "start_rate": 0.5, "growth": 8.0, "step_s": 14, "warmup_s": 2,
+        "slo": {"e2e_s": 4.0}, "start_rate": 0.5, "growth": 4.0, "step_s": 14, "warmup_s": 2,
         "drain_s": 6, "pause_s": 1, "max_steps": 2, "budget_s": 200, "users": 32, "bootstrap": 100})
     data = yaml.safe_load(config.read_text())
     data["blocks"]["count"] = 1
@@ -43,7 +43,7 @@ def test_capacity_stage_measures_both_arms_and_reports_its_gates(tmp_path: Path,
     assert report["exchanges_total"] == 2  # the stage's requests are not the latency run's
     capacity = report["capacity"]
     rates = sorted(s["rate"] for s in capacity["steps"])
-    assert 0.5 in rates  # then 4/s (grown) or 0.0625/s (an arm broke at 0.5/s)
+    assert 0.5 in rates  # then 2/s (grown) or 0.125/s (an arm broke at 0.5/s)
     assert len(rates) == 2
     for step in capacity["steps"]:
         assert set(step["arms"]) == {"a", "b"}
