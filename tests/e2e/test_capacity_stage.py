@@ -35,7 +35,9 @@ def test_capacity_stage_measures_both_arms_and_reports_its_gates(tmp_path: Path,
     out = tmp_path / "out"
     proc = abserve("run", str(config), "--out", str(out), lock=tmp_path / "run.lock", marker=run_marker)
     output, _ = proc.communicate(timeout=840)
-    assert proc.returncode in (0, 1, 2), output[-3000:]
+    # the latency plan is two requests, all inside the policy's warm-up: that part may be judged
+    # invalid ("no exchanges to judge", exit 3); the stage is what this test checks
+    assert proc.returncode in (0, 1, 2, 3), output[-3000:]
     assert "capacity stage: up to" in output
     assert "capacity step 0: 0.5/s offered" in output
     assert "capacity step 1: " in output, output[-3000:]
@@ -51,6 +53,6 @@ def test_capacity_stage_measures_both_arms_and_reports_its_gates(tmp_path: Path,
     assert "max_steps (2) reached" in capacity["stop_reason"] or "decided" in capacity["stop_reason"]
     assert [g["name"] for g in capacity["gates"]] == ["capacity.goodput", "capacity.throughput"]
     assert all(g["outcome"] in OUTCOMES for g in capacity["gates"])
-    assert any(r.startswith("capacity.goodput") for r in report["reasons"]) or report["verdict"] == "pass"
+    assert "capacity" not in " ".join(report["invalid_reasons"])
     assert 'id="capacity-chart"' in (out / "report.html").read_text()
     assert "### Capacity" in (out / "report.md").read_text()
