@@ -204,7 +204,7 @@ def tail_line(rule: MetricRule, judged: list[Exchange], lat: Latencies, policy: 
     elif bias > 0 and line.regression:
         line.reason += (f"; placement not controlled by abserve, and the slowdowns exceed each allowance "
                         f"by more than its bias ({ms(bias)})")
-    return _guarded(line, rule, policy, decision == "open" and guilty(bias))
+    return _guarded(line, rule, policy, guilty(bias))
 
 
 def _inf(x: float | None, sign: int) -> float:
@@ -221,14 +221,17 @@ def _guarded(line: MetricLine, rule: MetricRule, policy: Policy, guilty: bool) -
         line.guard = True
         watch = policy.sequential.tail_watch
         watching = line.outcome == "inconclusive" and not guilty and line.n < watch
+        held_guilty = line.outcome == "unstable" and guilty  # proven in one half only: more may spread it
         if guilty and line.outcome == "inconclusive":
             line.outcome = "marginal"
             line.reason += ("; a guard whose estimate is beyond its allowance: the run goes on until it "
                             "decides, and is not a pass while it does not")
+        elif held_guilty:
+            line.reason += "; beyond its allowance though not yet spread over the run: the run goes on"
         elif watching:
             line.reason += (f"; a guard still watching: it keeps the run from passing until it has judged "
                             f"{watch} pairs (sequential.tail_watch)")
-        line.critical = line.outcome in ("fail", "marginal") or watching
+        line.critical = line.outcome in ("fail", "marginal") or watching or held_guilty
         if not line.critical:
             line.reason += "; a guard: fails the run once proven, never keeps it from passing"
     return line

@@ -58,3 +58,15 @@ def test_a_guard_that_has_not_watched_tail_watch_pairs_keeps_the_run_from_passin
     assert j.verdict == "inconclusive"
     failed = judged(run(60, decode_stall=0.3, every=4), POLICY)  # a fail needs no watching
     assert failed.verdict == "fail", failed.reasons
+
+
+def test_a_guard_proven_in_one_half_only_keeps_the_run_going() -> None:
+    """A 300 ms prefill stall on every 4th request of the second half only: the guards' net share
+    is proven but not spread over the run (``unstable``); beyond their allowance, they stay
+    critical, so the run goes on (more rounds may spread it) and its end is never a pass."""
+    j = judged(run(96, prefill_stall=0.3, stalled_from=48, every=4), POLICY)
+    assert tails(j)["e2e.p99"] == ("unstable", True)
+    assert "not yet spread over the run: the run goes on" in next(m.reason for m in j.metrics
+                                                                  if m.name == "e2e.p99")
+    assert not decided(j)
+    assert j.verdict != "pass"
