@@ -15,6 +15,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from tests.support.wheel_build import ROOT, build_wheel
 from abserve.base import exit_codes
 from abserve.store import Store
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1800)  # the module's venv is built in the first test's time
 SAVED = ROOT / "tests" / "fixtures" / "saved"
 NOT_BASE = ("fastapi", "uvicorn", "locust", "psycopg", "vllm", "torch", "transformers")
 
@@ -42,10 +43,14 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("bare")
     wheel = build_wheel(work)
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", "-c", str(_pins(work / "pins.txt")), str(wheel)],
-                          capture_output=True, text=True, timeout=480, check=False)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
+    install = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+               "-c", str(_pins(work / "pins.txt")), str(wheel)]
+    for attempt in range(3):  # the registry can be out of reach for a moment (a daemon starting beside)
+        done = subprocess.run(install, capture_output=True, text=True, timeout=900, check=False)
+        if done.returncode == 0:
+            break
+        time.sleep(30 * (attempt + 1))
     assert done.returncode == 0, done.stdout + done.stderr
     return venv
 

@@ -34,5 +34,5 @@ def build_wheel(work: Path) -> Path:
     src = copy_sources(work / "src")
     out = work / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(src)], check=True, capture_output=True, timeout=120)
+                    "-w", str(out), str(src)], check=True, capture_output=True, timeout=600)  # busy CI
     return next(out.glob("abserve-*.whl"))
