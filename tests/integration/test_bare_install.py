@@ -15,6 +15,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -31,8 +32,11 @@ NOT_BASE = ("fastapi", "uvicorn", "locust", "psycopg", "vllm", "torch", "transfo
 
 
 def _pins(path: Path) -> Path:
-    """This environment's versions as pip constraints (the editable abserve left out)."""
-    lines = sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+    """This environment's versions as pip constraints (the editable abserve left out), read from
+    its own site-packages: other tests put more folders on ``sys.path`` (an arm's venv, a built
+    wheel), whose distributions must not pin a second version of a package."""
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    lines = sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions(path=site)
                     if d.metadata["Name"] and d.metadata["Name"].lower() != "abserve"})
     path.write_text("\n".join(lines) + "\n")
     return path
